@@ -1,0 +1,268 @@
+"""Argument checking and the shape arithmetic of a transposed convolution.
+
+Every path (the NumPy reference, the CUDA kernels, the benchmark) gets its
+sizes from here; nothing else re-derives the output-size formula::
+
+    out = (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+
+A 1D problem is carried as a 2D one with a height of 1 (kernel height 1,
+stride 1, padding 0, dilation 1), so one geometry object and one kernel family
+serve both.  Everything here is pure Python and raises ``TypeError`` or
+``ValueError`` naming the argument before any work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Optional, Sequence, Tuple
+
+import numpy
+
+# The dtypes cupyconv computes in, by NumPy name (bfloat16 is ml_dtypes').
+SUPPORTED_DTYPES = ("float16", "bfloat16", "float32", "float64")
+PRECISIONS = ("highest", "tf32")
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """Sizes of one transposed convolution, always in 2D form (H, W).
+
+    ``in_size``/``out_size``/``kernel``... are (height, width) pairs; for a 1D
+    problem the height entries are 1 (and stride/dilation 1, padding 0).
+    """
+
+    spatial_dims: int  # 1 or 2: what the user called
+    batched: bool  # False when the user passed (C, *spatial)
+    batch: int
+    in_channels: int
+    out_channels: int
+    groups: int
+    in_size: Tuple[int, int]
+    kernel: Tuple[int, int]
+    stride: Tuple[int, int]
+    padding: Tuple[int, int]
+    output_padding: Tuple[int, int]
+    dilation: Tuple[int, int]
+    out_size: Tuple[int, int]
+
+    @property
+    def in_channels_per_group(self) -> int:
+        return self.in_channels // self.groups
+
+    @property
+    def out_channels_per_group(self) -> int:
+        return self.out_channels // self.groups
+
+    # Shapes in the 2D working form (N, C, H, W) and the user's form.
+    @property
+    def input_shape4(self) -> Tuple[int, int, int, int]:
+        return (self.batch, self.in_channels) + self.in_size
+
+    @property
+    def output_shape4(self) -> Tuple[int, int, int, int]:
+        return (self.batch, self.out_channels) + self.out_size
+
+    @property
+    def weight_shape4(self) -> Tuple[int, int, int, int]:
+        return (self.in_channels, self.out_channels_per_group) + self.kernel
+
+    def user_shape(self, shape4: Sequence[int], is_weight: bool = False) -> Tuple[int, ...]:
+        """Turn a (N, C, H, W) or weight shape back into the user's layout."""
+        shape = tuple(shape4)
+        if self.spatial_dims == 1:
+            shape = shape[:2] + shape[3:]
+        if not is_weight and not self.batched:
+            shape = shape[1:]
+        return shape
+
+    @property
+    def output_shape(self) -> Tuple[int, ...]:
+        return self.user_shape(self.output_shape4)
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds times two: every tap meets every input element once."""
+        kh, kw = self.kernel
+        h, w = self.in_size
+        return 2 * self.batch * self.in_channels * self.out_channels_per_group * kh * kw * h * w
+
+
+def output_size(in_size: int, kernel: int, stride: int, padding: int, output_padding: int, dilation: int) -> int:
+    """Length of a transposed convolution's output along one axis."""
+    return (in_size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+
+
+def _array_kind(name: str, array) -> str:
+    """'numpy' or 'cupy' for an array argument; TypeError for anything else."""
+    if isinstance(array, numpy.ndarray):
+        return "numpy"
+    module = type(array).__module__ or ""
+    if module.startswith("cupy") and type(array).__name__ == "ndarray":
+        return "cupy"
+    raise TypeError(f"{name} must be a numpy.ndarray or cupy.ndarray, got {type(array).__module__}.{type(array).__name__}")
+
+
+def check_arrays(named_arrays: Sequence[Tuple[str, object]]) -> str:
+    """Check that the given (name, array-or-None) pairs are all NumPy or all
+    CuPy, share one supported floating dtype and (for CuPy) one device.
+    Returns 'numpy' or 'cupy'."""
+    present = [(name, a) for name, a in named_arrays if a is not None]
+    kinds = {name: _array_kind(name, a) for name, a in present}
+    first_name, first = present[0]
+    kind = kinds[first_name]
+    for name, _ in present[1:]:
+        if kinds[name] != kind:
+            raise TypeError(
+                f"{name} is a {kinds[name]}.ndarray but {first_name} is a {kind}.ndarray: "
+                "pass all arrays from one library (NumPy runs on the CPU, CuPy on the GPU)"
+            )
+    dtype = numpy.dtype(first.dtype)
+    if dtype.name not in SUPPORTED_DTYPES:
+        raise TypeError(f"{first_name} must have a floating dtype among {SUPPORTED_DTYPES}, got {dtype.name}")
+    for name, a in present[1:]:
+        if numpy.dtype(a.dtype) != dtype:
+            raise TypeError(f"{name} has dtype {numpy.dtype(a.dtype).name} but {first_name} has dtype {dtype.name}: they must match")
+    if kind == "cupy":
+        device = first.device.id
+        for name, a in present[1:]:
+            if a.device.id != device:
+                raise ValueError(f"{name} is on GPU {a.device.id} but {first_name} is on GPU {device}: put all arrays on one device")
+    return kind
+
+
+def _tuple(name: str, value, n: int, minimum: int) -> Tuple[int, ...]:
+    """An int or a length-n tuple/list of ints, each >= minimum."""
+    if isinstance(value, (tuple, list)):
+        values = tuple(value)
+        if len(values) != n:
+            raise ValueError(f"{name} must be an int or a sequence of {n} ints, got {value!r}")
+    else:
+        values = (value,) * n
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{name} must be an int or a sequence of {n} ints, got {value!r}")
+        if v < minimum:
+            what = "positive" if minimum == 1 else "non-negative"
+            raise ValueError(f"{name} must be {what}, got {value!r}")
+    return tuple(int(v) for v in values)
+
+
+def check_precision(precision: Optional[str]) -> str:
+    if precision is None:
+        return "highest"
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(f"precision must be None or one of {PRECISIONS}, got {precision!r}")
+    return precision
+
+
+def check_output_mask(output_mask) -> Tuple[bool, bool, bool]:
+    if not isinstance(output_mask, (tuple, list)) or len(output_mask) != 3:
+        raise ValueError(f"output_mask must be a sequence of 3 bools (grad_input, grad_weight, grad_bias), got {output_mask!r}")
+    return tuple(bool(m) for m in output_mask)
+
+
+def make_geometry(
+    spatial_dims: int,
+    input_shape: Sequence[int],
+    weight_shape: Sequence[int],
+    bias_shape: Optional[Sequence[int]],
+    stride,
+    padding,
+    output_padding,
+    groups,
+    dilation,
+    input_name: str = "input",
+) -> Geometry:
+    """Validate the shapes and hyper-parameters of conv_transpose{1,2}d and
+    return the problem's Geometry.  Mirrors torch.nn.functional's rules."""
+    input_shape = tuple(int(s) for s in input_shape)
+    weight_shape = tuple(int(s) for s in weight_shape)
+    d = spatial_dims
+    if len(input_shape) not in (d + 1, d + 2):
+        raise ValueError(
+            f"{input_name} must have {d + 1} (unbatched) or {d + 2} (batched) dimensions "
+            f"for conv_transpose{d}d, got shape {input_shape}"
+        )
+    if len(weight_shape) != d + 2:
+        raise ValueError(
+            f"weight must have {d + 2} dimensions (in_channels, out_channels // groups, *kernel_size) "
+            f"for conv_transpose{d}d, got shape {weight_shape}"
+        )
+    batched = len(input_shape) == d + 2
+    if not batched:
+        input_shape = (1,) + input_shape
+    stride_t = _tuple("stride", stride, d, 1)
+    dilation_t = _tuple("dilation", dilation, d, 1)
+    padding_t = _tuple("padding", padding, d, 0)
+    output_padding_t = _tuple("output_padding", output_padding, d, 0)
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral):
+        raise TypeError(f"groups must be an int, got {groups!r}")
+    groups = int(groups)
+    if groups < 1:
+        raise ValueError(f"groups must be positive, got {groups}")
+
+    batch, in_channels = input_shape[:2]
+    in_spatial = input_shape[2:]
+    kernel = weight_shape[2:]
+    if any(s < 1 for s in in_spatial):
+        raise ValueError(f"{input_name} spatial size must be positive, got shape {tuple(input_shape)}")
+    if any(k < 1 for k in kernel) or weight_shape[1] < 1:
+        raise ValueError(f"weight must have positive out_channels // groups and kernel size, got shape {weight_shape}")
+    if in_channels < 1:
+        raise ValueError(f"{input_name} must have at least one channel, got shape {tuple(input_shape)}")
+    if weight_shape[0] != in_channels:
+        raise ValueError(
+            f"weight.shape[0] (in_channels) must equal {input_name}'s channel count {in_channels}, got weight shape {weight_shape}"
+        )
+    if in_channels % groups != 0:
+        raise ValueError(f"groups={groups} must divide in_channels={in_channels}")
+    out_channels = weight_shape[1] * groups
+    if bias_shape is not None and tuple(bias_shape) != (out_channels,):
+        raise ValueError(f"bias must have shape ({out_channels},) (out_channels), got {tuple(bias_shape)}")
+
+    out_spatial = []
+    for axis in range(d):
+        op, s, dl = output_padding_t[axis], stride_t[axis], dilation_t[axis]
+        if op >= s and op >= dl:
+            raise ValueError(
+                f"output_padding must be smaller than either stride or dilation on each axis, "
+                f"got output_padding={output_padding!r}, stride={stride!r}, dilation={dilation!r}"
+            )
+        size = output_size(in_spatial[axis], kernel[axis], s, padding_t[axis], op, dl)
+        if size <= 0:
+            raise ValueError(
+                f"computed output size {size} is not positive along spatial axis {axis} "
+                f"(input {in_spatial[axis]}, kernel {kernel[axis]}, stride {s}, padding {padding_t[axis]}, "
+                f"output_padding {op}, dilation {dl}): reduce padding"
+            )
+        out_spatial.append(size)
+
+    if d == 1:
+        # Carry 1D as 2D with a unit height.
+        pad = lambda t, fill: (fill,) + tuple(t)  # noqa: E731
+        in_spatial, kernel, out_spatial = pad(in_spatial, 1), pad(kernel, 1), pad(out_spatial, 1)
+        stride_t, dilation_t = pad(stride_t, 1), pad(dilation_t, 1)
+        padding_t, output_padding_t = pad(padding_t, 0), pad(output_padding_t, 0)
+
+    return Geometry(
+        spatial_dims=d,
+        batched=batched,
+        batch=batch,
+        in_channels=in_channels,
+        out_channels=out_channels,
+        groups=groups,
+        in_size=tuple(in_spatial),
+        kernel=tuple(kernel),
+        stride=tuple(stride_t),
+        padding=tuple(padding_t),
+        output_padding=tuple(output_padding_t),
+        dilation=tuple(dilation_t),
+        out_size=tuple(out_spatial),
+    )
+
+
+def check_grad_output(geometry: Geometry, grad_output_shape: Sequence[int]) -> None:
+    expected = geometry.output_shape
+    if tuple(grad_output_shape) != expected:
+        raise ValueError(f"grad_output must have the forward output's shape {expected}, got {tuple(grad_output_shape)}")

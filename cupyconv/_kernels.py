@@ -1,0 +1,194 @@
+"""What the CUDA kernels are and how each problem is cut up for them.
+
+Pure Python with no CuPy import, so the polyphase tables and the list of
+kernel instantiations can be checked (and compiled by NVRTC) on a machine
+without a GPU.  ``_cuda.py`` launches what this module describes.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import math
+import re
+from typing import List, NamedTuple, Tuple
+
+import numpy
+
+from ._geometry import SUPPORTED_DTYPES, Geometry
+
+# C++ spelling of each supported dtype in the kernels (common.cuh).
+CUDA_TYPE = {"float16": "half_t", "bfloat16": "bfloat16_t", "float32": "float", "float64": "double"}
+INDEX_TYPES = ("int", "long long")
+INT32_LIMIT = 2**31 - 1
+
+
+class Tile(NamedTuple):
+    """A block's tile: BM rows x BN columns, BK-deep reduction slices, and a
+    TM x TN fragment of accumulators per thread ((BM/TM)*(BN/TN) threads)."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+# conv_gemm tiles, chosen by the GEMM's row count (output channels per group):
+# wide rows reuse each input element across more FMAs; narrow ones waste less.
+GEMM_TILES = (Tile(16, 128, 16, 2, 4), Tile(32, 128, 8, 4, 4), Tile(64, 128, 8, 4, 8))
+# grad_weight_partial tiles, chosen by in_channels per group.
+GRAD_WEIGHT_TILES = (Tile(16, 128, 16, 2, 4), Tile(32, 128, 8, 4, 4), Tile(64, 64, 8, 4, 4))
+BIAS_THREADS = 256
+REDUCE_THREADS = 256
+
+
+def pick_tile(tiles, rows: int) -> Tile:
+    """The narrowest tile whose height covers `rows`, else the widest."""
+    for tile in tiles:
+        if rows <= tile.bm:
+            return tile
+    return tiles[-1]
+
+
+def index_type(*element_counts: int) -> str:
+    """32-bit index math when every array involved has fewer than 2**31
+    elements, 64-bit otherwise."""
+    return "int" if max(element_counts) <= INT32_LIMIT else "long long"
+
+
+def gemm_name(dtype: str, index: str, tile: Tile) -> str:
+    return f"conv_gemm<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {tile.bk}, {tile.tm}, {tile.tn}>"
+
+
+def grad_weight_name(dtype: str, index: str, tile: Tile) -> str:
+    return f"grad_weight_partial<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {tile.bk}, {tile.tm}, {tile.tn}>"
+
+
+def grad_bias_name(dtype: str) -> str:
+    return f"grad_bias_partial<{CUDA_TYPE[dtype]}, {BIAS_THREADS}>"
+
+
+def sum_splits_name(dtype: str) -> str:
+    return f"sum_splits<{CUDA_TYPE[dtype]}>"
+
+
+def all_instantiations() -> List[Tuple[str, str]]:
+    """Every (source file, template instantiation) the library can launch."""
+    names = []
+    for dtype in SUPPORTED_DTYPES:
+        for index in INDEX_TYPES:
+            names += [("conv_gemm.cu", gemm_name(dtype, index, t)) for t in GEMM_TILES]
+            names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
+        names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]
+    return names
+
+
+_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_.]+)"\s*$', re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=None)
+def source(filename: str) -> str:
+    """A kernel file from the package with its local `#include "x.cuh"` lines
+    inlined (once each), so that CuPy's on-disk cache key covers every line
+    that is compiled and NVRTC needs no include path."""
+    folder = importlib.resources.files("cupyconv.kernels")
+    seen = set()
+
+    def expand(name: str) -> str:
+        if name in seen:
+            return ""
+        seen.add(name)
+        text = folder.joinpath(name).read_text(encoding="utf-8")
+        return _INCLUDE.sub(lambda m: expand(m.group(1)), text)
+
+    return expand(filename)
+
+
+# --- polyphase tables ---------------------------------------------------------
+# One AxisPhase record (common.cuh) is 9 int32 values:
+# (count, out_base, out_step, in_base, in_step, tap_first, tap_step, tap_count, tap_in_step)
+
+
+def forward_axis_phases(in_size: int, kernel: int, stride: int, padding: int, dilation: int, out_size: int):
+    """The polyphase decomposition of one axis of the forward pass.
+
+    Output o = q*stride + r - padding belongs to phase r.  Tap k reaches phase r
+    iff k*dilation = r (mod stride): with g = gcd(stride, dilation) that needs
+    g | r, and then the taps are k0, k0 + stride/g, ... where k0 solves
+    k*(dilation/g) = r/g (mod stride/g).  Tap k reads input q - (k*dilation - r)/stride,
+    so consecutive taps step back dilation/g input positions.
+    """
+    g = math.gcd(stride, dilation)
+    tap_step = stride // g
+    inverse = pow(dilation // g, -1, tap_step) if tap_step > 1 else 0
+    records = []
+    for r in range(stride):
+        q_min = -((r - padding) // stride)  # ceil((padding - r) / stride)
+        q_max = (out_size - 1 + padding - r) // stride
+        count = max(0, q_max - q_min + 1)
+        out_base = q_min * stride + r - padding
+        tap_count, tap_first, in_base, tap_in_step = 0, 0, 0, 0
+        if r % g == 0:
+            tap_first = ((r // g) * inverse) % tap_step
+            if tap_first < kernel:
+                tap_count = (kernel - 1 - tap_first) // tap_step + 1
+                first_offset = (tap_first * dilation - r) // stride  # exact
+                in_base = q_min - first_offset
+                tap_in_step = -(dilation // g)
+        records.append((count, out_base, stride, in_base, 1, tap_first, tap_step, tap_count, tap_in_step))
+    return records
+
+
+def grad_input_axis_phase(in_size: int, kernel: int, stride: int, padding: int, dilation: int):
+    """grad_input[l] reads grad_output[l*stride - padding + k*dilation] for every tap."""
+    return [(in_size, 0, 1, -padding, stride, 0, 1, kernel, dilation)]
+
+
+def _axes(geometry: Geometry):
+    return [
+        (geometry.in_size[a], geometry.kernel[a], geometry.stride[a], geometry.padding[a], geometry.dilation[a], geometry.out_size[a])
+        for a in (0, 1)
+    ]
+
+
+@functools.lru_cache(maxsize=1024)
+def forward_phases(geometry: Geometry) -> Tuple[Tuple[int, ...], int, int]:
+    """(flattened records for H then W, phases along H, phases along W)."""
+    (h, w) = [forward_axis_phases(*axis) for axis in _axes(geometry)]
+    return _flatten(h + w), len(h), len(w)
+
+
+@functools.lru_cache(maxsize=1024)
+def grad_input_phases(geometry: Geometry) -> Tuple[Tuple[int, ...], int, int]:
+    (h, w) = [grad_input_axis_phase(*axis[:5]) for axis in _axes(geometry)]
+    return _flatten(h + w), 1, 1
+
+
+def _flatten(records) -> Tuple[int, ...]:
+    flat = tuple(int(v) for record in records for v in record)
+    if any(abs(v) > INT32_LIMIT for v in flat):
+        raise ValueError("a spatial size or offset does not fit in 32 bits")
+    return flat
+
+
+def gemm_weight_strides(geometry: Geometry, pass_name: str) -> Tuple[int, int, int]:
+    """conv_gemm's (w_stride_group, w_stride_m, w_stride_c) for weight
+    [(g*C_in/g + ci), j, kh, kw]: the forward pass makes GEMM rows m the output
+    channels j and reduces over ci; grad_input makes the rows ci and reduces over j."""
+    taps = geometry.kernel[0] * geometry.kernel[1]
+    per_in_channel = geometry.out_channels_per_group * taps
+    group = geometry.in_channels_per_group * per_in_channel
+    if pass_name == "forward":
+        return group, taps, per_in_channel
+    if pass_name == "grad_input":
+        return group, per_in_channel, taps
+    raise ValueError(f"unknown pass {pass_name!r}")
+
+
+def phase_table_array(flat: Tuple[int, ...]) -> numpy.ndarray:
+    return numpy.asarray(flat, dtype=numpy.int32)

@@ -1,0 +1,140 @@
+// Shared pieces of cupyconv's kernels: storage types, conversions to the
+// accumulator type, and the per-axis phase descriptor.
+//
+// No CUDA toolkit header is included, so NVRTC compiles these sources with no
+// include path at all (the tests compile them on machines without a GPU).
+#pragma once
+
+// IEEE binary16 and bfloat16, stored as their 16 raw bits.  Loads widen to
+// float; stores round to nearest even.
+struct half_t {
+    unsigned short bits;
+};
+struct bfloat16_t {
+    unsigned short bits;
+};
+
+// ValueTraits<T>::acc is the type products are accumulated in (float for the
+// 16- and 32-bit types, double for double).
+template <typename T>
+struct ValueTraits;
+
+template <>
+struct ValueTraits<float> {
+    typedef float acc;
+    static __device__ __forceinline__ float to_acc(float v) { return v; }
+    static __device__ __forceinline__ float from_acc(float v) { return v; }
+};
+
+template <>
+struct ValueTraits<double> {
+    typedef double acc;
+    static __device__ __forceinline__ double to_acc(double v) { return v; }
+    static __device__ __forceinline__ double from_acc(double v) { return v; }
+};
+
+template <>
+struct ValueTraits<half_t> {
+    typedef float acc;
+    static __device__ __forceinline__ float to_acc(half_t v) {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
+        return f;
+    }
+    static __device__ __forceinline__ half_t from_acc(float f) {
+        half_t h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+        return h;
+    }
+};
+
+template <>
+struct ValueTraits<bfloat16_t> {
+    typedef float acc;
+    static __device__ __forceinline__ float to_acc(bfloat16_t v) {
+        return __uint_as_float(static_cast<unsigned>(v.bits) << 16);
+    }
+    static __device__ __forceinline__ bfloat16_t from_acc(float f) {
+        // Round to nearest even on the raw bits; NaN stays a quiet NaN.
+        unsigned u = __float_as_uint(f);
+        bfloat16_t b;
+        if ((u & 0x7fffffffu) > 0x7f800000u) {
+            b.bits = static_cast<unsigned short>((u >> 16) | 0x0040u);
+        } else {
+            u += 0x7fffu + ((u >> 16) & 1u);
+            b.bits = static_cast<unsigned short>(u >> 16);
+        }
+        return b;
+    }
+};
+
+// How one output phase along one spatial axis maps onto a unit-step
+// correlation (see DESIGN.md, "Polyphase decomposition").  Column `col`
+// (0 <= col < count) of the phase writes output position
+//     out_base + col * out_step
+// and its tap t (0 <= t < tap_count) uses kernel index
+//     tap_first + t * tap_step
+// and reads input position
+//     in_base + col * in_step + t * tap_in_step        (skipped outside the input).
+// The forward pass has one descriptor per phase r < stride (out_step = stride,
+// in_step = 1); grad_input has a single one (out_step = 1, in_step = stride).
+// The host writes these as 9 consecutive int32 values in this order.
+struct AxisPhase {
+    int count;
+    int out_base;
+    int out_step;
+    int in_base;
+    int in_step;
+    int tap_first;
+    int tap_step;
+    int tap_count;
+    int tap_in_step;
+};
+
+__device__ __forceinline__ AxisPhase load_axis_phase(const int* __restrict__ table, int index) {
+    const int* p = table + 9 * index;
+    AxisPhase a;
+    a.count = p[0];
+    a.out_base = p[1];
+    a.out_step = p[2];
+    a.in_base = p[3];
+    a.in_step = p[4];
+    a.tap_first = p[5];
+    a.tap_step = p[6];
+    a.tap_count = p[7];
+    a.tap_in_step = p[8];
+    return a;
+}
+
+// Index of a thread's i-th fragment row/column inside a tile of TILE entries
+// when each thread owns FRAG of them: groups of 4 consecutive entries (one
+// 16-byte shared-memory read in float) spread across the tile, so a warp's
+// global stores in an epilogue stay close together.
+template <int TILE, int FRAG>
+__device__ __forceinline__ int fragment_index(int thread, int i) {
+    if constexpr (FRAG % 4 == 0) {
+        return (i / 4) * (TILE / FRAG) * 4 + thread * 4 + (i % 4);
+    } else {
+        return thread * FRAG + i;
+    }
+}
+
+// acc[i][j] += sum_k a[k][row(i)] * b[k][col(j)] over one BK-deep slice held
+// in shared memory; (ty, tx) picks the thread's TM x TN block of the tile.
+template <typename Acc, int BM, int BN, int BK, int TM, int TN>
+__device__ __forceinline__ void accumulate_slice(const Acc (&a)[BK][BM], const Acc (&b)[BK][BN], Acc (&acc)[TM][TN],
+                                                 int ty, int tx) {
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+        Acc a_frag[TM];
+        Acc b_frag[TN];
+#pragma unroll
+        for (int i = 0; i < TM; ++i) a_frag[i] = a[k][fragment_index<BM, TM>(ty, i)];
+#pragma unroll
+        for (int j = 0; j < TN; ++j) b_frag[j] = b[k][fragment_index<BN, TN>(tx, j)];
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = fma(a_frag[i], b_frag[j], acc[i][j]);
+    }
+}

@@ -1,0 +1,188 @@
+// Strided correlation as an implicit GEMM: the transposed convolution's
+// forward pass (one launch covers every polyphase phase) and its grad_input.
+//
+// For one group g, one phase (ph, pw) and one column col = (n, qh, qw):
+//
+//   out[n, g*M + m, oh, ow] = bias[g*M + m]
+//       + sum_{th < ph.tap_count} sum_{tw < pw.tap_count} sum_{c < C}
+//             weight[A(g, m, c, kh, kw)] * in[n, g*C + c, ih, iw]
+//
+//   with oh = ph.out_base + qh * ph.out_step,   kh = ph.tap_first + th * ph.tap_step,
+//        ih = ph.in_base + qh * ph.in_step + th * ph.tap_in_step     (likewise w),
+//        A(g, m, c, kh, kw) = g * w_stride_group + m * w_stride_m + c * w_stride_c + kh * KW + kw.
+//
+// GEMM shape per (group, phase): rows m < M (out_channels), columns over
+// (n, qh, qw), reduction over (tap, c).  The forward pass reads x with
+// weight[ci, j, kh, kw] as A (m = j, c = ci); grad_input reads grad_output with
+// the same weight transposed (m = ci, c = j).  Only taps that reach a phase
+// are ever visited: no thread tests `% stride`.
+//
+// Tiling: a block computes a BM x BN tile of one (group, phase) and walks the
+// reduction in BK-deep slices, tap by tap (so one slice shares a single input
+// shift), staging A and B through double-buffered shared memory; each thread
+// owns a TM x TN block of accumulators.
+#include "common.cuh"
+
+template <typename T, typename Index, int BM, int BN, int BK, int TM, int TN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN)) conv_gemm(
+    const T* __restrict__ in,        // (batch, groups * red_channels, in_h, in_w)
+    const T* __restrict__ weight,    // (C_in, C_out / groups, kernel_h, kernel_w), read through A(...)
+    const T* __restrict__ bias,      // (groups * out_channels,), or null for none
+    T* __restrict__ out,             // (batch, groups * out_channels, out_h, out_w)
+    const int* __restrict__ phases,  // phases_h AxisPhase records for H, then phases_w for W
+    int phases_h, int phases_w,
+    int batch, int groups,
+    int red_channels,  // C: reduction channels per group
+    int out_channels,  // M: output channels per group
+    int in_h, int in_w, int out_h, int out_w, int kernel_w,
+    long long w_stride_group, long long w_stride_m, long long w_stride_c,
+    int cols_h, int cols_w,  // column grid per image: the largest phase's (qh, qw) extent
+    int m_tiles, int col_tiles) {
+    typedef typename ValueTraits<T>::acc Acc;
+    constexpr int THREADS = (BM / TM) * (BN / TN);
+    constexpr int A_ROWS_STEP = THREADS / BM;
+    constexpr int B_ROWS_STEP = THREADS / BN;
+    constexpr int A_PER_THREAD = BK / A_ROWS_STEP;
+    constexpr int B_PER_THREAD = BK / B_ROWS_STEP;
+    static_assert(THREADS % BM == 0 && BK % A_ROWS_STEP == 0, "A tile must split evenly over the threads");
+    static_assert(THREADS % BN == 0 && BK % B_ROWS_STEP == 0, "B tile must split evenly over the threads");
+
+    __shared__ __align__(16) Acc a_tile[2][BK][BM];
+    __shared__ __align__(16) Acc b_tile[2][BK][BN];
+
+    // Block -> (phase, m tile, column tile, group).  The phase varies fastest so
+    // that blocks writing the interleaved phases of one output region run
+    // together and their partial-sector writes merge in L2.
+    unsigned block = blockIdx.x;
+    const int num_phases = phases_h * phases_w;
+    const int phase = block % num_phases;
+    block /= num_phases;
+    const int m_tile = block % m_tiles;
+    block /= m_tiles;
+    const int col_tile = block % col_tiles;
+    const int group = block / col_tiles;
+    const AxisPhase ph = load_axis_phase(phases, phase / phases_w);
+    const AxisPhase pw = load_axis_phase(phases, phases_h + phase % phases_w);
+    if (ph.count == 0 || pw.count == 0) return;  // phase holds no output position at all
+
+    const int tid = threadIdx.x;
+    const Index in_hw = static_cast<Index>(in_h) * in_w;
+    const Index out_hw = static_cast<Index>(out_h) * out_w;
+    const Index cols_per_image = static_cast<Index>(cols_h) * cols_w;
+    const Index col_base = static_cast<Index>(col_tile) * BN;
+
+    // The one column this thread loads B for: (n, qh, qw) and the input
+    // position of its tap (0, 0).
+    const int load_col = tid % BN;
+    const int b_row0 = tid / BN;
+    bool load_col_valid;
+    int ih0, iw0;
+    Index in_col_offset;
+    {
+        const Index col = col_base + load_col;
+        const Index n = col / cols_per_image;
+        const Index rem = col - n * cols_per_image;
+        const int qh = static_cast<int>(rem / cols_w);
+        const int qw = static_cast<int>(rem - static_cast<Index>(qh) * cols_w);
+        load_col_valid = n < batch && qh < ph.count && qw < pw.count;
+        ih0 = ph.in_base + qh * ph.in_step;
+        iw0 = pw.in_base + qw * pw.in_step;
+        // (offsets of columns past the end are never used; keep them in range)
+        in_col_offset = load_col_valid ? (n * groups + group) * static_cast<Index>(red_channels) * in_hw : Index(0);
+    }
+    // The one output channel this thread loads A for.
+    const int a_m = tid % BM;
+    const int a_row0 = tid / BM;
+    const bool a_m_valid = m_tile * BM + a_m < out_channels;
+    const Index a_offset = static_cast<Index>(group) * w_stride_group + static_cast<Index>(m_tile * BM + a_m) * w_stride_m;
+
+    const int c_tiles = (red_channels + BK - 1) / BK;
+    const int k_tiles = ph.tap_count * pw.tap_count * c_tiles;
+
+    Acc a_reg[A_PER_THREAD];
+    Acc b_reg[B_PER_THREAD];
+
+    // Fetch reduction slice kt = (tap, channel block) into registers.
+    auto fetch = [&](int kt) {
+        const int tap = kt / c_tiles;
+        const int c0 = (kt - tap * c_tiles) * BK;
+        const int th = tap / pw.tap_count;
+        const int tw = tap - th * pw.tap_count;
+        const int kh = ph.tap_first + th * ph.tap_step;
+        const int kw = pw.tap_first + tw * pw.tap_step;
+        const int ih = ih0 + th * ph.tap_in_step;
+        const int iw = iw0 + tw * pw.tap_in_step;
+        const bool inside = load_col_valid && ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
+        const Index pixel = in_col_offset + static_cast<Index>(ih) * in_w + iw;
+#pragma unroll
+        for (int i = 0; i < B_PER_THREAD; ++i) {
+            const int c = c0 + b_row0 + i * B_ROWS_STEP;
+            b_reg[i] = (inside && c < red_channels) ? ValueTraits<T>::to_acc(in[pixel + static_cast<Index>(c) * in_hw])
+                                                     : Acc(0);
+        }
+        const Index tap_offset = a_offset + static_cast<Index>(kh) * kernel_w + kw;
+#pragma unroll
+        for (int i = 0; i < A_PER_THREAD; ++i) {
+            const int c = c0 + a_row0 + i * A_ROWS_STEP;
+            a_reg[i] = (a_m_valid && c < red_channels)
+                           ? ValueTraits<T>::to_acc(weight[tap_offset + static_cast<Index>(c) * w_stride_c])
+                           : Acc(0);
+        }
+    };
+    auto stash = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < B_PER_THREAD; ++i) b_tile[buf][b_row0 + i * B_ROWS_STEP][load_col] = b_reg[i];
+#pragma unroll
+        for (int i = 0; i < A_PER_THREAD; ++i) a_tile[buf][a_row0 + i * A_ROWS_STEP][a_m] = a_reg[i];
+    };
+
+    const int ty = tid / (BN / TN);
+    const int tx = tid % (BN / TN);
+    Acc acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = Acc(0);
+
+    if (k_tiles > 0) {
+        fetch(0);
+        stash(0);
+    }
+    __syncthreads();
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        const int buf = kt & 1;
+        if (kt + 1 < k_tiles) fetch(kt + 1);  // global loads in flight during the FMAs below
+        accumulate_slice<Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
+        if (kt + 1 < k_tiles) stash(buf ^ 1);
+        __syncthreads();
+    }
+
+    // Epilogue: add the bias and write each output once.
+    Index out_pixel[TN];
+    bool out_valid[TN];
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+        const Index col = col_base + fragment_index<BN, TN>(tx, j);
+        const Index n = col / cols_per_image;
+        const Index rem = col - n * cols_per_image;
+        const int qh = static_cast<int>(rem / cols_w);
+        const int qw = static_cast<int>(rem - static_cast<Index>(qh) * cols_w);
+        out_valid[j] = n < batch && qh < ph.count && qw < pw.count;
+        const int oh = ph.out_base + qh * ph.out_step;
+        const int ow = pw.out_base + qw * pw.out_step;
+        out_pixel[j] = out_valid[j] ? n * groups * static_cast<Index>(out_channels) * out_hw + static_cast<Index>(oh) * out_w + ow
+                                    : Index(0);
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int m = m_tile * BM + fragment_index<BM, TM>(ty, i);
+        if (m >= out_channels) continue;
+        const int channel = group * out_channels + m;
+        const Acc bias_value = bias != nullptr ? ValueTraits<T>::to_acc(bias[channel]) : Acc(0);
+        const Index channel_offset = static_cast<Index>(channel) * out_hw;
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            if (out_valid[j]) out[out_pixel[j] + channel_offset] = ValueTraits<T>::from_acc(acc[i][j] + bias_value);
+        }
+    }
+}

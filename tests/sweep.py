@@ -1,0 +1,77 @@
+"""The configurations every correctness test sweeps (CPU and GPU alike)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+import numpy
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    dims: int
+    batch: Optional[int]  # None: unbatched input
+    in_channels: int
+    out_channels: int
+    kernel: Tuple[int, ...]
+    size: Tuple[int, ...]
+    stride: object = 1
+    padding: object = 0
+    output_padding: object = 0
+    dilation: object = 1
+    groups: int = 1
+    bias: bool = True
+
+    @property
+    def kwargs(self):
+        return dict(
+            stride=self.stride, padding=self.padding, output_padding=self.output_padding,
+            groups=self.groups, dilation=self.dilation,
+        )  # fmt: skip
+
+    def arrays(self, rng: numpy.random.Generator, dtype=numpy.float64):
+        """Random (input, weight, bias) in float64, rounded through `dtype`
+        (so a low-precision run and its float64 oracle see the same numbers)."""
+        lead = () if self.batch is None else (self.batch,)
+        x = rng.standard_normal(lead + (self.in_channels,) + self.size)
+        w = rng.standard_normal((self.in_channels, self.out_channels // self.groups) + self.kernel)
+        w /= numpy.sqrt(self.in_channels // self.groups * numpy.prod(self.kernel))
+        b = rng.standard_normal(self.out_channels) if self.bias else None
+        cast = lambda a: None if a is None else a.astype(dtype).astype(numpy.float64)  # noqa: E731
+        return cast(x), cast(w), cast(b)
+
+    def __str__(self):
+        return self.name
+
+
+CASES = [
+    # 1D
+    Case("1d_basic", 1, 2, 4, 6, (3,), (7,)),
+    Case("1d_s2_p1_op1", 1, 2, 4, 6, (5,), (9,), stride=2, padding=1, output_padding=1),
+    Case("1d_s3_d2_p2_op1", 1, 2, 3, 5, (4,), (8,), stride=3, padding=2, output_padding=1, dilation=2),
+    Case("1d_op_below_dilation", 1, 2, 4, 4, (3,), (6,), stride=1, output_padding=2, dilation=3),
+    Case("1d_groups2_s2", 1, 3, 6, 4, (3,), (10,), stride=2, padding=1, groups=2),
+    Case("1d_depthwise", 1, 2, 6, 6, (4,), (11,), stride=2, padding=1, groups=6),
+    Case("1d_unbatched", 1, None, 5, 3, (3,), (9,), stride=2, padding=1, output_padding=1),
+    Case("1d_empty_batch", 1, 0, 4, 6, (3,), (7,), stride=2),
+    Case("1d_stride_above_kernel", 1, 2, 3, 4, (2,), (6,), stride=5, padding=1, output_padding=3),
+    Case("1d_gcd_s4_d2", 1, 2, 4, 4, (5,), (7,), stride=4, padding=3, dilation=2, output_padding=1),
+    Case("1d_s6_d4", 1, 2, 3, 5, (4,), (6,), stride=6, padding=2, dilation=4),
+    Case("1d_k1", 1, 2, 8, 3, (1,), (9,), stride=3, bias=False),
+    Case("1d_vocoder", 1, 2, 16, 8, (16,), (12,), stride=8, padding=4),
+    Case("1d_wide_channels", 1, 3, 70, 130, (3,), (33,), padding=1, dilation=2),
+    Case("1d_no_bias_g4", 1, 2, 16, 8, (5,), (20,), stride=2, padding=1, output_padding=1, groups=4, bias=False),
+    Case("1d_big_padding", 1, 2, 3, 3, (5,), (9,), stride=2, padding=5, dilation=2),
+    # 2D
+    Case("2d_basic", 2, 2, 3, 4, (3, 3), (5, 6)),
+    Case("2d_per_axis", 2, 2, 4, 6, (3, 2), (5, 4), stride=(2, 3), padding=(1, 0), output_padding=(1, 2)),
+    Case("2d_s5_d2", 2, 2, 3, 5, (3, 3), (4, 5), stride=5, padding=1, dilation=2),
+    Case("2d_groups_dilation", 2, 2, 4, 6, (2, 3), (6, 5), stride=(1, 2), padding=(1, 1), dilation=(2, 1), groups=2),
+    Case("2d_depthwise", 2, 2, 4, 4, (4, 4), (6, 5), stride=2, padding=1, groups=4),
+    Case("2d_unbatched", 2, None, 3, 2, (3, 3), (4, 4), stride=2, padding=1, output_padding=1),
+    Case("2d_op_below_dilation", 2, 1, 2, 3, (2, 2), (4, 3), stride=1, dilation=2, output_padding=1),
+    Case("2d_empty_batch", 2, 0, 3, 4, (3, 3), (5, 5), stride=2),
+    Case("2d_wide_channels", 2, 2, 40, 72, (3, 3), (9, 7), stride=2, padding=1, bias=False),
+]

@@ -1,0 +1,112 @@
+"""The polyphase tables the GPU kernel runs on, checked without a GPU.
+
+`interpret` evaluates conv_gemm's formula (kernels/conv_gemm.cu) in NumPy from
+the very tables, weight strides and channel counts that _cuda.py passes to the
+kernel, and counts how often each output element is written.  torch on the
+CPU is the oracle.
+"""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+
+from cupyconv import _geometry, _kernels
+
+from sweep import CASES
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+
+def interpret(source4, weight, out_shape4, flat, phases_h, phases_w, groups, red_channels, out_channels, w_strides, kernel_w):
+    """out[n, g*M + m, oh, ow] = sum_{taps, c} weight[A(g, m, c, kh, kw)] * in[n, g*C + c, ih, iw]"""
+    records = numpy.asarray(flat).reshape(-1, 9)
+    w_flat = weight.reshape(-1)
+    out = numpy.zeros(out_shape4)
+    writes = numpy.zeros(out_shape4, dtype=numpy.int64)
+    batch, _, in_h, in_w = source4.shape
+    group_stride, m_stride, c_stride = w_strides
+    m = numpy.arange(out_channels)[:, None]
+    c = numpy.arange(red_channels)[None, :]
+    for phase in range(phases_h * phases_w):
+        ph, pw = records[phase // phases_w], records[phases_h + phase % phases_w]
+        count_h, out_base_h, out_step_h, in_base_h, in_step_h, first_h, step_h, taps_h, tap_in_h = ph
+        count_w, out_base_w, out_step_w, in_base_w, in_step_w, first_w, step_w, taps_w, tap_in_w = pw
+        if count_h == 0 or count_w == 0:
+            continue
+        qh, qw = numpy.arange(count_h), numpy.arange(count_w)
+        oh, ow = out_base_h + qh * out_step_h, out_base_w + qw * out_step_w
+        for g in range(groups):
+            acc = numpy.zeros((batch, out_channels, count_h, count_w))
+            for th in range(taps_h):
+                for tw in range(taps_w):
+                    kh, kw = first_h + th * step_h, first_w + tw * step_w
+                    ih = in_base_h + qh * in_step_h + th * tap_in_h
+                    iw = in_base_w + qw * in_step_w + tw * tap_in_w
+                    valid = ((ih >= 0) & (ih < in_h))[:, None] & ((iw >= 0) & (iw < in_w))[None, :]
+                    window = source4[:, g * red_channels : (g + 1) * red_channels][:, :, ih.clip(0, in_h - 1)][..., iw.clip(0, in_w - 1)]
+                    window = window * valid
+                    a = w_flat[g * group_stride + m * m_stride + c * c_stride + kh * kernel_w + kw]  # (M, C)
+                    acc += numpy.einsum("mc,nchw->nmhw", a, window)
+            channels = slice(g * out_channels, (g + 1) * out_channels)
+            out[:, channels][:, :, oh[:, None], ow[None, :]] = acc
+            writes[:, channels][:, :, oh[:, None], ow[None, :]] += 1
+    return out, writes
+
+
+def _geometry_of(case):
+    lead = () if case.batch is None else (case.batch,)
+    geometry = _geometry.make_geometry(
+        case.dims, lead + (case.in_channels,) + case.size,
+        (case.in_channels, case.out_channels // case.groups) + case.kernel, None,
+        case.stride, case.padding, case.output_padding, case.groups, case.dilation,
+    )  # fmt: skip
+    return geometry
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_forward_tables_compute_conv_transpose(case):
+    rng = numpy.random.default_rng(10)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    flat, phases_h, phases_w = _kernels.forward_phases(geometry)
+    out, writes = interpret(
+        x.reshape(geometry.input_shape4), w, geometry.output_shape4, flat, phases_h, phases_w, geometry.groups,
+        geometry.in_channels_per_group, geometry.out_channels_per_group,
+        _kernels.gemm_weight_strides(geometry, "forward"), geometry.kernel[1],
+    )  # fmt: skip
+    fn = F.conv_transpose1d if case.dims == 1 else F.conv_transpose2d
+    expected = fn(torch.from_numpy(x), torch.from_numpy(w), **case.kwargs).numpy().reshape(geometry.output_shape4)
+    assert (writes == 1).all(), "every output element is written by exactly one phase"
+    numpy.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_grad_input_table_computes_the_correlation(case):
+    rng = numpy.random.default_rng(11)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    gy = rng.standard_normal(geometry.output_shape4)
+    flat, phases_h, phases_w = _kernels.grad_input_phases(geometry)
+    out, writes = interpret(
+        gy, w, geometry.input_shape4, flat, phases_h, phases_w, geometry.groups,
+        geometry.out_channels_per_group, geometry.in_channels_per_group,
+        _kernels.gemm_weight_strides(geometry, "grad_input"), geometry.kernel[1],
+    )  # fmt: skip
+    xt = torch.tensor(x.reshape(geometry.input_shape4), requires_grad=True)
+    w4 = torch.from_numpy(w.reshape(geometry.weight_shape4))
+    k = geometry
+    y = F.conv_transpose2d(xt, w4, stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation)
+    y.backward(torch.from_numpy(gy))
+    assert (writes == 1).all()
+    numpy.testing.assert_allclose(out, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_each_tap_reaches_exactly_one_phase():
+    for stride in range(1, 9):
+        for dilation in range(1, 7):
+            for kernel in (1, 2, 3, 5, 8, 17):
+                records = _kernels.forward_axis_phases(10, kernel, stride, 0, dilation, 30)
+                taps = sorted(first + t * step for _, _, _, _, _, first, step, count, _ in records for t in range(count))
+                assert taps == list(range(kernel)), (stride, dilation, kernel)
