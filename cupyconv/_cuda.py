@@ -15,7 +15,6 @@ import numpy
 from . import _kernels
 from ._geometry import Geometry
 
-_NULL = numpy.uint64(0)  # a null pointer argument
 _i32 = numpy.int32
 _i64 = numpy.int64
 
@@ -64,7 +63,7 @@ def _launch_gemm(source4, weight, bias, out4, geometry: Geometry, phases, *, red
         (blocks,),
         (tile.threads,),
         (
-            source4, weight, bias if bias is not None else _NULL, out4, _phase_table(flat),
+            source4, weight, bias  # None passes a null pointer, out4, _phase_table(flat),
             _i32(phases_h), _i32(phases_w), _i32(batch), _i32(geometry.groups),
             _i32(red_channels), _i32(out_channels),
             _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w), _i32(geometry.kernel[1]),

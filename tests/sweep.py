@@ -62,6 +62,7 @@ CASES = [
     Case("1d_k1", 1, 2, 8, 3, (1,), (9,), stride=3, bias=False),
     Case("1d_vocoder", 1, 2, 16, 8, (16,), (12,), stride=8, padding=4),
     Case("1d_wide_channels", 1, 3, 70, 130, (3,), (33,), padding=1, dilation=2),
+    Case("1d_mid_channels", 1, 2, 24, 28, (3,), (19,), stride=2, padding=1),
     Case("1d_no_bias_g4", 1, 2, 16, 8, (5,), (20,), stride=2, padding=1, output_padding=1, groups=4, bias=False),
     Case("1d_big_padding", 1, 2, 3, 3, (5,), (9,), stride=2, padding=5, dilation=2),
     # 2D
@@ -75,3 +76,12 @@ CASES = [
     Case("2d_empty_batch", 2, 0, 3, 4, (3, 3), (5, 5), stride=2),
     Case("2d_wide_channels", 2, 2, 40, 72, (3, 3), (9, 7), stride=2, padding=1, bias=False),
 ]
+
+
+def relative_error(actual, expected) -> float:
+    """||actual - expected|| / ||expected|| in float64 (0 for empty arrays)."""
+    actual = numpy.asarray(actual, dtype=numpy.float64)
+    expected = numpy.asarray(expected, dtype=numpy.float64)
+    if expected.size == 0:
+        return 0.0
+    return float(numpy.linalg.norm(actual - expected) / max(numpy.linalg.norm(expected), 1e-300))

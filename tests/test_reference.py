@@ -8,7 +8,7 @@ import pytest
 import cupyconv
 from cupyconv import reference
 
-from sweep import CASES
+from sweep import CASES, relative_error
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -25,14 +25,6 @@ def _torch_forward(case, x, w, b):
     return fn(t(x), t(w), t(b), **case.kwargs)
 
 
-def _relative_error(actual, expected):
-    actual = numpy.asarray(actual, dtype=numpy.float64)
-    expected = numpy.asarray(expected, dtype=numpy.float64)
-    if expected.size == 0:
-        return 0.0
-    return float(numpy.linalg.norm(actual - expected) / max(numpy.linalg.norm(expected), 1e-300))
-
-
 @pytest.mark.parametrize("case", CASES, ids=str)
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 def test_forward_matches_torch(case, dtype):
@@ -42,7 +34,7 @@ def test_forward_matches_torch(case, dtype):
     actual = _forward(case, x, w, b)
     assert isinstance(actual, numpy.ndarray) and actual.dtype == dtype
     assert actual.shape == expected.shape
-    assert _relative_error(actual, expected) < (1e-6 if dtype == numpy.float32 else 1e-13)
+    assert relative_error(actual, expected) < (1e-6 if dtype == numpy.float32 else 1e-13)
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -58,10 +50,10 @@ def test_backward_matches_torch_autograd(case):
     backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
     grad_input, grad_weight, grad_bias = backward(gy, x, w, **case.kwargs)
     assert grad_input.shape == x.shape and grad_weight.shape == w.shape
-    assert _relative_error(grad_input, xt.grad.numpy()) < 1e-13
-    assert _relative_error(grad_weight, wt.grad.numpy()) < 1e-13
+    assert relative_error(grad_input, xt.grad.numpy()) < 1e-13
+    assert relative_error(grad_weight, wt.grad.numpy()) < 1e-13
     expected_bias = gy.sum(axis=tuple(a for a in range(gy.ndim) if a != (1 if case.batch is not None else 0)))
-    assert _relative_error(grad_bias, expected_bias) < 1e-13
+    assert relative_error(grad_bias, expected_bias) < 1e-13
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -90,7 +82,7 @@ def test_non_contiguous_input_is_accepted():
     x = rng.standard_normal((2, 9, 4)).transpose(0, 2, 1)  # (2, 4, 9), not contiguous
     w = rng.standard_normal((4, 3, 3))[:, :, ::-1]  # negative strides
     expected = F.conv_transpose1d(torch.tensor(numpy.ascontiguousarray(x)), torch.tensor(numpy.ascontiguousarray(w)), stride=2)
-    assert _relative_error(cupyconv.conv_transpose1d(x, w, stride=2), expected.numpy()) < 1e-13
+    assert relative_error(cupyconv.conv_transpose1d(x, w, stride=2), expected.numpy()) < 1e-13
 
 
 @pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
@@ -108,7 +100,7 @@ def test_low_precision_dtypes_round_trip(dtype_name):
     y = cupyconv.conv_transpose1d(x, w, b, **CASES[1].kwargs)
     assert y.dtype == dtype
     exact = reference.conv_transpose1d(*(a.astype(numpy.float64) for a in (x, w, b)), **CASES[1].kwargs)
-    assert _relative_error(y, exact) < 2 * unit
+    assert relative_error(y, exact) < 2 * unit
 
 
 def test_reference_module_refuses_cupy_like_objects():

@@ -1,0 +1,297 @@
+"""`python -m cupyconv bench`: cupyconv against torch (cuDNN) on the benchmark problems.
+
+Both run in the same process on the same inputs; times are medians of CUDA
+event timings after warm-up (cupyx.profiler.benchmark), so their ratio holds
+even where absolute times drift on a shared machine.  The floor of a problem
+is the larger of its bytes (input, weight and output, each moved once) over
+the copy bandwidth and its FLOPs over the tensor-core rate of its precision
+(float32 "highest" counted as three TF32 products: 3xTF32).  Errors are
+relative Frobenius errors against float64: torch's cuDNN in float64 on the
+upcast inputs when torch is there, else the NumPy reference on the first batch
+element.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import sys
+import time
+from typing import Dict, List, Optional
+
+import numpy
+
+from . import _geometry
+
+# Measured H100 ceilings (DESIGN.md): copy bandwidth, bytes/s; tensor-core rates, FLOP/s.
+COPY_BANDWIDTH = 2.96e12
+RATES = {("float32", "highest"): 404e12 / 3, ("float32", "tf32"): 404e12, "float16": 748e12, "bfloat16": 748e12, "float64": 67e12}
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    id: str
+    dims: int
+    batch: int
+    in_channels: int
+    out_channels: int
+    kernel: tuple
+    size: tuple
+    stride: int = 1
+    padding: int = 0
+    output_padding: int = 0
+    dilation: int = 1
+    groups: int = 1
+
+    @property
+    def kwargs(self):
+        return dict(stride=self.stride, padding=self.padding, output_padding=self.output_padding, groups=self.groups, dilation=self.dilation)
+
+    def describe(self) -> str:
+        k = "x".join(map(str, self.kernel))
+        s = "x".join(map(str, self.size))
+        parts = [f"{self.dims}D N{self.batch} Ci{self.in_channels} Co{self.out_channels} K{k} L{s}"]
+        for name, value in (("s", self.stride), ("p", self.padding), ("op", self.output_padding), ("d", self.dilation), ("g", self.groups)):
+            if value != (0 if name in ("p", "op") else 1):
+                parts.append(f"{name}{value}")
+        return " ".join(parts)
+
+    def geometry(self) -> _geometry.Geometry:
+        return _geometry.make_geometry(
+            self.dims, (self.batch, self.in_channels) + self.size,
+            (self.in_channels, self.out_channels // self.groups) + self.kernel, None,
+            self.stride, self.padding, self.output_padding, self.groups, self.dilation,
+        )  # fmt: skip
+
+
+PROBLEMS = {
+    p.id: p
+    for p in [
+        Problem("P1", 1, 32, 32, 64, (5,), (131072,), dilation=3),
+        Problem("P2", 1, 64, 128, 128, (3,), (65536,)),
+        Problem("P3", 1, 16, 64, 32, (5,), (65536,), stride=2, padding=1, output_padding=1, groups=4),
+        Problem("P4", 1, 16, 32, 64, (3,), (131072,), stride=2, padding=1, dilation=2),
+        Problem("P5", 2, 16, 32, 64, (3, 3), (64, 128), stride=5, padding=1, dilation=2),
+        Problem("X1", 1, 16, 256, 256, (4,), (16384,), stride=2, padding=1, groups=256),
+        Problem("X2", 1, 16, 512, 256, (16,), (4096,), stride=8, padding=4),
+        Problem("X3", 1, 8, 64, 64, (1024,), (512,), stride=256, padding=384),
+        Problem("X4", 1, 1, 4, 8, (3,), (5,)),
+        Problem("X5", 2, 16, 128, 128, (4, 4), (128, 128), stride=2, padding=1, groups=128),
+    ]
+}
+DEFAULT_PROBLEMS = ("P1", "P2", "P3", "P4", "P5")
+
+
+def floor_seconds(problem: Problem, dtype: str, precision: str) -> float:
+    g = problem.geometry()
+    itemsize = 2 if dtype in ("float16", "bfloat16") else numpy.dtype(dtype).itemsize
+    elements = numpy.prod(g.input_shape4) + numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4)
+    rate = RATES[(dtype, precision)] if dtype == "float32" else RATES[dtype]
+    return max(float(elements) * itemsize / COPY_BANDWIDTH, g.flops / rate)
+
+
+@dataclasses.dataclass
+class Row:
+    problem: Problem
+    dtype: str
+    precision: str
+    ours_ms: float
+    torch_ms: Optional[float]
+    floor_ms: float
+    gbps: float
+    tflops: float
+    ours_error: float
+    torch_error: Optional[float]
+
+
+def _relative_error(actual, expected) -> float:
+    actual = numpy.asarray(actual, dtype=numpy.float64)
+    expected = numpy.asarray(expected, dtype=numpy.float64)
+    return float(numpy.linalg.norm(actual - expected) / max(numpy.linalg.norm(expected), 1e-300))
+
+
+def _median_ms(fn, warmup: int, repeat: int) -> float:
+    from cupyx.profiler import benchmark
+
+    result = benchmark(fn, n_warmup=warmup, n_repeat=repeat)
+    return float(numpy.median(result.gpu_times[0])) * 1e3
+
+
+def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, repeat: int, use_torch: bool) -> List[Row]:
+    import cupy
+
+    import cupyconv
+
+    torch = None
+    if use_torch:
+        try:
+            import torch
+
+            if not torch.cuda.is_available():
+                torch = None
+        except ImportError:
+            torch = None
+    rows = []
+    for problem in problems:
+        g = problem.geometry()
+        rng = cupy.random.default_rng(0)
+        x = rng.standard_normal((problem.batch, problem.in_channels) + problem.size, dtype=numpy.float32)
+        bound = 1.0 / numpy.sqrt(problem.in_channels // problem.groups * numpy.prod(problem.kernel))
+        w = rng.uniform(-bound, bound, (problem.in_channels, problem.out_channels // problem.groups) + problem.kernel, dtype=numpy.float32)
+        x, w = x.astype(_cupy_dtype(dtype)), w.astype(_cupy_dtype(dtype))
+        fn = cupyconv.conv_transpose1d if problem.dims == 1 else cupyconv.conv_transpose2d
+        ours = lambda: fn(x, w, **problem.kwargs, precision=precision)  # noqa: E731
+        ours_ms = _median_ms(ours, warmup, repeat)
+        y = ours()
+
+        torch_ms = torch_error = None
+        if torch is not None:
+            tfn = torch.nn.functional.conv_transpose1d if problem.dims == 1 else torch.nn.functional.conv_transpose2d
+            xt, wt = torch.from_dlpack(x), torch.from_dlpack(w)
+            previous = torch.backends.cudnn.allow_tf32
+            torch.backends.cudnn.allow_tf32 = precision == "tf32"
+            try:
+                theirs = lambda: tfn(xt, wt, **problem.kwargs)  # noqa: E731
+                torch_ms = _median_ms(theirs, warmup, repeat)
+                yt = theirs()
+            finally:
+                torch.backends.cudnn.allow_tf32 = previous
+            exact = tfn(xt.double(), wt.double(), **problem.kwargs)
+            ours_error = _torch_relative_error(torch, torch.from_dlpack(y), exact)
+            torch_error = _torch_relative_error(torch, yt, exact)
+            del exact, yt, xt, wt
+        else:
+            from . import reference
+
+            first = slice(0, 1)
+            exact = reference.forward(
+                cupy.asnumpy(x[first]).astype(numpy.float64).reshape((1,) + g.input_shape4[1:]),
+                cupy.asnumpy(w).astype(numpy.float64).reshape(g.weight_shape4), None,
+                dataclasses.replace(g, batch=1),
+            )  # fmt: skip
+            ours_error = _relative_error(cupy.asnumpy(y[first]).astype(numpy.float64).reshape(exact.shape), exact)
+        itemsize = x.dtype.itemsize
+        moved = (x.size + w.size + y.size) * itemsize
+        rows.append(
+            Row(problem, dtype, precision, ours_ms, torch_ms, floor_seconds(problem, dtype, precision) * 1e3,
+                moved / ours_ms / 1e6, g.flops / ours_ms / 1e9, ours_error, torch_error)
+        )  # fmt: skip
+        del x, w, y
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def _torch_relative_error(torch, actual, exact) -> float:
+    return float(torch.linalg.vector_norm(actual.double() - exact) / torch.linalg.vector_norm(exact))
+
+
+def _cupy_dtype(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return numpy.dtype(ml_dtypes.bfloat16)
+    return numpy.dtype(name)
+
+
+def format_table(rows: List[Row]) -> str:
+    header = ["id", "problem", "dtype", "cupyconv ms", "torch ms", "speed-up", "GB/s", "TFLOP/s", "floor ms", "% of floor", "error", "torch error"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        mode = r.dtype if r.dtype != "float32" else f"float32 {r.precision}"
+        torch_ms = f"{r.torch_ms:.3f}" if r.torch_ms is not None else "-"
+        speedup = f"{r.torch_ms / r.ours_ms:.2f}x" if r.torch_ms is not None else "-"
+        torch_error = f"{r.torch_error:.1e}" if r.torch_error is not None else "-"
+        cells = [r.problem.id, r.problem.describe(), mode, f"{r.ours_ms:.3f}", torch_ms, speedup, f"{r.gbps:.0f}", f"{r.tflops:.1f}",
+                 f"{r.floor_ms:.3f}", f"{100 * r.floor_ms / r.ours_ms:.0f}%", f"{r.ours_error:.1e}", torch_error]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run_cpu_demo() -> str:
+    """No GPU: run the NumPy path on a small problem and compare with torch if present."""
+    from . import conv_transpose1d
+
+    rng = numpy.random.default_rng(0)
+    problem = Problem("P1-small", 1, 2, 8, 16, (5,), (2048,), dilation=3)
+    x = rng.standard_normal((problem.batch, problem.in_channels) + problem.size).astype(numpy.float32)
+    w = rng.standard_normal((problem.in_channels, problem.out_channels) + problem.kernel).astype(numpy.float32)
+    start = time.perf_counter()
+    y = conv_transpose1d(x, w, **problem.kwargs)
+    elapsed = (time.perf_counter() - start) * 1e3
+    line = f"{problem.describe()}: NumPy reference {elapsed:.2f} ms, output {y.shape}"
+    try:
+        import torch
+
+        exact = torch.nn.functional.conv_transpose1d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), **problem.kwargs)
+        line += f", relative error vs torch float64 {_relative_error(y, exact.numpy()):.1e}"
+    except ImportError:
+        pass
+    return line
+
+
+def _environment() -> str:
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    parts = [f"GPU {name}", f"CuPy {cupy.__version__}", f"CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}", f"Python {platform.python_version()}"]
+    try:
+        import torch
+
+        parts.append(f"torch {torch.__version__} (cuDNN {torch.backends.cudnn.version()})")
+    except ImportError:
+        parts.append("torch not installed")
+    return ", ".join(parts)
+
+
+def _gpu_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.is_available()
+    except Exception:
+        return False
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cupyconv bench",
+        description="Time cupyconv's forward transposed convolution against torch (cuDNN) on the benchmark problems, "
+        "in one process: median of CUDA-event timings after warm-up, achieved GB/s and TFLOP/s, the fraction of the "
+        "roofline floor reached, and the relative error against float64.  Without a GPU it says so and runs the "
+        "NumPy path on a small problem.",
+    )
+    parser.add_argument("--problems", default=",".join(DEFAULT_PROBLEMS),
+                        help=f"comma-separated ids from {', '.join(PROBLEMS)}, or 'all' (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16", "float64"))
+    parser.add_argument("--precision", default="highest", choices=("highest", "tf32"), help="float32 mode (torch's TF32 setting follows it)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=20, help="timed runs; the median is reported (default: %(default)s)")
+    parser.add_argument("--no-torch", action="store_true", help="time cupyconv alone")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
+    args = parser.parse_args(argv)
+
+    ids = list(PROBLEMS) if args.problems == "all" else [p.strip() for p in args.problems.split(",") if p.strip()]
+    unknown = [i for i in ids if i not in PROBLEMS]
+    if unknown:
+        parser.error(f"unknown problem ids {unknown}; choose from {list(PROBLEMS)}")
+
+    if not _gpu_available():
+        print("No CUDA GPU is available (or CuPy is not installed): the GPU benchmark cannot run here.")
+        print("Running the NumPy reference path on a small problem instead.")
+        print(run_cpu_demo())
+        return 0
+
+    print(_environment())
+    rows = run_gpu([PROBLEMS[i] for i in ids], args.dtype, args.precision, args.warmup, args.repeat, not args.no_torch)
+    table = format_table(rows)
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(_environment() + "\n\n" + table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# On a machine with a CUDA GPU: the whole test suite (GPU tests included, and
+# required: a missing GPU fails instead of skipping), then the benchmark.
+# Logs go to $OUT (default ./gpu-logs); a short summary is printed last.
+set -uo pipefail
+OUT=${OUT:-gpu-logs}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 CUPYCONV_REQUIRE_GPU=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+python3 -m pytest tests -q -p no:cacheprovider -rf "$@" >"$OUT/tests.log" 2>&1
+tests_rc=$?
+python3 -m cupyconv bench --markdown "$OUT/bench.md" >"$OUT/bench.log" 2>&1
+bench_rc=$?
+echo "== failures (if any)"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
+echo "== bench (rc=$bench_rc)"; tail -n 12 "$OUT/bench.log"
+echo "== tests (rc=$tests_rc)"; tail -n 1 "$OUT/tests.log"
+exit $(( tests_rc != 0 || bench_rc != 0 ))

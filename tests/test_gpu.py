@@ -1,0 +1,254 @@
+"""The CUDA kernels on CuPy arrays, against a float64 oracle (the NumPy
+reference on the same, already rounded, inputs).
+
+Skipped where there is no GPU; with CUPYCONV_REQUIRE_GPU=1 (the device script
+sets it) a missing GPU fails instead of skipping.  Every allocation made
+during a call is filled with 0xFF bytes first, a NaN in every dtype, so an
+output element no kernel writes fails the test.
+
+Tolerances: float32 "highest" stays under 1e-5 relative (Frobenius) error;
+every mode stays within twice torch's own error on the same inputs, in the
+same dtype and TF32 setting, and is never asked to beat one unit roundoff of
+its dtype (the error of a correctly rounded result).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy
+import pytest
+
+import cupyconv
+from cupyconv import _kernels, reference
+
+from sweep import CASES, relative_error
+
+try:
+    import cupy
+
+    HAVE_GPU = cupy.is_available()
+except Exception:  # CuPy missing, or no driver
+    cupy, HAVE_GPU = None, False
+
+if os.environ.get("CUPYCONV_REQUIRE_GPU") == "1" and not HAVE_GPU:
+    raise RuntimeError("CUPYCONV_REQUIRE_GPU=1 but CuPy sees no usable GPU")
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU")]
+
+try:
+    import torch
+
+    HAVE_TORCH_CUDA = torch.cuda.is_available()
+except Exception:
+    torch, HAVE_TORCH_CUDA = None, False
+
+# (dtype name, precision): every dtype, and both float32 modes.
+MODES = [("float32", "highest"), ("float32", "tf32"), ("float64", "highest"), ("float16", "highest"), ("bfloat16", "highest")]
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
+
+
+def _numpy_dtype(name):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return numpy.dtype(ml_dtypes.bfloat16)
+    return numpy.dtype(name)
+
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    """Route CuPy allocations through a pool whose blocks are filled with
+    0xFF bytes (NaN in every float dtype) on the current stream."""
+    pool = cupy.cuda.MemoryPool()
+
+    def malloc(size):
+        memory = pool.malloc(size)
+        if size:
+            cupy.cuda.runtime.memsetAsync(memory.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
+        return memory
+
+    previous = cupy.cuda.get_allocator()
+    cupy.cuda.set_allocator(malloc)
+    try:
+        yield
+    finally:
+        cupy.cuda.set_allocator(previous)
+
+
+def _to_gpu(array, dtype):
+    return None if array is None else cupy.asarray(array.astype(dtype))
+
+
+def _torch_error(case, dtype_name, precision, x, w, b, oracle):
+    """torch's own relative error on these inputs (cuDNN, same dtype and TF32 setting)."""
+    if not HAVE_TORCH_CUDA:
+        return 0.0
+    tdtype = getattr(torch, dtype_name)
+    t = lambda a: None if a is None else torch.from_numpy(a).to("cuda", tdtype)  # noqa: E731
+    fn = torch.nn.functional.conv_transpose1d if case.dims == 1 else torch.nn.functional.conv_transpose2d
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    try:
+        y = fn(t(x), t(w), t(b), **case.kwargs)
+    finally:
+        torch.backends.cudnn.allow_tf32 = previous
+    return relative_error(y.double().cpu().numpy(), oracle)
+
+
+def _bound(dtype_name, torch_error):
+    return max(2.0 * torch_error, UNIT_ROUNDOFF[dtype_name])
+
+
+def _check(actual, oracle, dtype_name, precision, torch_error, what):
+    assert isinstance(actual, cupy.ndarray), what
+    assert actual.dtype == _numpy_dtype(dtype_name) and actual.shape == oracle.shape, what
+    host = cupy.asnumpy(actual).astype(numpy.float64)
+    assert not numpy.isnan(host).any(), f"{what}: unwritten (NaN) elements"
+    error = relative_error(host, oracle)
+    if dtype_name == "float32" and precision == "highest":
+        assert error < 1e-5, f"{what}: relative error {error:.3g}"
+    assert error <= _bound(dtype_name, torch_error), f"{what}: error {error:.3g} vs torch {torch_error:.3g}"
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_forward(case, mode):
+    dtype_name, precision = mode
+    dtype = _numpy_dtype(dtype_name)
+    rng = numpy.random.default_rng(20)
+    x, w, b = case.arrays(rng, dtype)
+    oracle = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, b, **case.kwargs)
+    fn = cupyconv.conv_transpose1d if case.dims == 1 else cupyconv.conv_transpose2d
+    with poisoned_allocations():
+        y = fn(_to_gpu(x, dtype), _to_gpu(w, dtype), _to_gpu(b, dtype), **case.kwargs, precision=precision)
+        cupy.cuda.get_current_stream().synchronize()
+    _check(y, oracle, dtype_name, precision, _torch_error(case, dtype_name, precision, x, w, b, oracle), "output")
+
+
+def _torch_backward_errors(case, dtype_name, precision, x, w, gy, oracles):
+    if not HAVE_TORCH_CUDA:
+        return (0.0, 0.0, 0.0)
+    tdtype = getattr(torch, dtype_name)
+    xt = torch.from_numpy(x).to("cuda", tdtype).requires_grad_()
+    wt = torch.from_numpy(w).to("cuda", tdtype).requires_grad_()
+    bt = torch.zeros(case.out_channels, device="cuda", dtype=tdtype, requires_grad=True)
+    fn = torch.nn.functional.conv_transpose1d if case.dims == 1 else torch.nn.functional.conv_transpose2d
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    try:
+        y = fn(xt, wt, bt, **case.kwargs)
+        grads = torch.autograd.grad(y, (xt, wt, bt), torch.from_numpy(gy).to("cuda", tdtype))
+    finally:
+        torch.backends.cudnn.allow_tf32 = previous
+    return tuple(relative_error(g.double().cpu().numpy(), o) for g, o in zip(grads, oracles))
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_backward(case, mode):
+    dtype_name, precision = mode
+    dtype = _numpy_dtype(dtype_name)
+    rng = numpy.random.default_rng(21)
+    x, w, _ = case.arrays(rng, dtype)
+    out_shape = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, **case.kwargs).shape
+    gy = rng.standard_normal(out_shape).astype(dtype).astype(numpy.float64)
+    backward_ref = reference.conv_transpose1d_backward if case.dims == 1 else reference.conv_transpose2d_backward
+    oracles = backward_ref(gy, x, w, **case.kwargs)
+    torch_errors = _torch_backward_errors(case, dtype_name, precision, x, w, gy, oracles)
+    backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
+    with poisoned_allocations():
+        grads = backward(_to_gpu(gy, dtype), _to_gpu(x, dtype), _to_gpu(w, dtype), **case.kwargs, precision=precision)
+        cupy.cuda.get_current_stream().synchronize()
+    for name, grad, oracle, torch_error in zip(("grad_input", "grad_weight", "grad_bias"), grads, oracles, torch_errors):
+        _check(grad, oracle, dtype_name, precision, torch_error, name)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_s2_p1_op1", "2d_s5_d2", "1d_wide_channels")], ids=str)
+def test_non_default_stream(case):
+    rng = numpy.random.default_rng(22)
+    x, w, b = case.arrays(rng, numpy.float32)
+    oracle = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, b, **case.kwargs)
+    fn = cupyconv.conv_transpose1d if case.dims == 1 else cupyconv.conv_transpose2d
+    backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream, poisoned_allocations():
+        xg, wg, bg = _to_gpu(x, numpy.float32), _to_gpu(w, numpy.float32), _to_gpu(b, numpy.float32)
+        y = fn(xg, wg, bg, **case.kwargs)
+        grads = backward(cupy.ones_like(y), xg, wg, **case.kwargs)
+        stream.synchronize()
+    assert relative_error(cupy.asnumpy(y), oracle) < 1e-5
+    expected = (reference.conv_transpose1d_backward if case.dims == 1 else reference.conv_transpose2d_backward)(
+        numpy.ones(oracle.shape), x, w, **case.kwargs
+    )
+    for grad, oracle_grad in zip(grads, expected):
+        assert relative_error(cupy.asnumpy(grad), oracle_grad) < 1e-5
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_wide_channels", "2d_groups_dilation", "1d_vocoder")], ids=str)
+def test_backward_is_bitwise_deterministic(case):
+    rng = numpy.random.default_rng(23)
+    x, w, _ = case.arrays(rng, numpy.float32)
+    out_shape = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, **case.kwargs).shape
+    gy = cupy.asarray(rng.standard_normal(out_shape).astype(numpy.float32))
+    xg, wg = cupy.asarray(x.astype(numpy.float32)), cupy.asarray(w.astype(numpy.float32))
+    backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
+    first = [cupy.asnumpy(g) for g in backward(gy, xg, wg, **case.kwargs)]
+    for _ in range(5):
+        again = [cupy.asnumpy(g) for g in backward(gy, xg, wg, **case.kwargs)]
+        for a, b in zip(first, again):
+            assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_s3_d2_p2_op1", "2d_per_axis", "1d_wide_channels")], ids=str)
+def test_64_bit_index_kernels(case, monkeypatch):
+    """The long long instantiations (used past 2**31 elements) on small data."""
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    rng = numpy.random.default_rng(24)
+    x, w, b = case.arrays(rng, numpy.float32)
+    oracle = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, b, **case.kwargs)
+    fn = cupyconv.conv_transpose1d if case.dims == 1 else cupyconv.conv_transpose2d
+    with poisoned_allocations():
+        y = fn(_to_gpu(x, numpy.float32), _to_gpu(w, numpy.float32), _to_gpu(b, numpy.float32), **case.kwargs)
+        gy = cupy.asarray(rng.standard_normal(oracle.shape).astype(numpy.float32))
+        backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
+        grads = backward(gy, _to_gpu(x, numpy.float32), _to_gpu(w, numpy.float32), **case.kwargs)
+    assert relative_error(cupy.asnumpy(y), oracle) < 1e-5
+    expected = (reference.conv_transpose1d_backward if case.dims == 1 else reference.conv_transpose2d_backward)(
+        cupy.asnumpy(gy).astype(numpy.float64), x, w, **case.kwargs
+    )
+    for grad, oracle_grad in zip(grads, expected):
+        assert relative_error(cupy.asnumpy(grad), oracle_grad) < 1e-5
+
+
+def test_non_contiguous_gpu_input():
+    rng = numpy.random.default_rng(25)
+    x = cupy.asarray(rng.standard_normal((3, 10, 5)).astype(numpy.float32)).transpose(0, 2, 1)
+    w = cupy.asarray(rng.standard_normal((5, 4, 3)).astype(numpy.float32))[:, :, ::-1]
+    y = cupyconv.conv_transpose1d(x, w, stride=2, padding=1)
+    expected = reference.conv_transpose1d(cupy.asnumpy(x).astype(numpy.float64), cupy.asnumpy(w).astype(numpy.float64), stride=2, padding=1)
+    assert relative_error(cupy.asnumpy(y), expected) < 1e-5
+
+
+def test_gpu_argument_errors():
+    x = cupy.ones((2, 4, 7), dtype=numpy.float32)
+    w = cupy.ones((4, 3, 3), dtype=numpy.float32)
+    with pytest.raises(TypeError, match="weight is a numpy.ndarray but input is a cupy.ndarray"):
+        cupyconv.conv_transpose1d(x, cupy.asnumpy(w))
+    with pytest.raises(TypeError, match="bias is a numpy.ndarray"):
+        cupyconv.conv_transpose1d(x, w, numpy.ones(3, numpy.float32))
+    with pytest.raises(ValueError, match="output_padding"):
+        cupyconv.conv_transpose1d(x, w, stride=2, output_padding=2)
+    assert cupyconv.conv_transpose1d(x, w, stride=2).shape == (2, 3, 15)
+
+
+@pytest.mark.skipif(not HAVE_GPU or cupy.cuda.runtime.getDeviceCount() < 2, reason="needs two GPUs")
+def test_arrays_on_different_gpus_are_refused():
+    x = cupy.ones((2, 4, 7), dtype=numpy.float32)
+    with cupy.cuda.Device(1):
+        w = cupy.ones((4, 3, 3), dtype=numpy.float32)
+        y = cupyconv.conv_transpose1d(cupy.asarray(x), w)  # both on GPU 1 works there
+        assert y.device.id == 1
+    with pytest.raises(ValueError, match="weight is on GPU 1 but input is on GPU 0"):
+        cupyconv.conv_transpose1d(x, w)

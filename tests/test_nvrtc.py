@@ -1,0 +1,43 @@
+"""Every kernel instantiation the library can launch compiles with NVRTC for
+Ampere (sm_80) and Hopper (sm_90).  NVRTC needs no GPU: this runs in CI
+through CuPy's NVRTC binding and the nvidia-cuda-nvrtc wheel."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from cupyconv import _kernels
+
+nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="needs CuPy and an NVRTC library")
+
+
+def _by_file():
+    grouped = collections.defaultdict(list)
+    for filename, name in _kernels.all_instantiations():
+        grouped[filename].append(name)
+    return sorted(grouped.items())
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("filename, names", _by_file(), ids=[f for f, _ in _by_file()])
+def test_every_instantiation_compiles(arch, filename, names):
+    program = nvrtc.createProgram(_kernels.source(filename), filename, [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(program, name)
+        try:
+            nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "-std=c++17"])
+        except nvrtc.NVRTCError as error:
+            pytest.fail(f"{filename} failed to compile for {arch}: {error}\n{nvrtc.getProgramLog(program)}")
+        for name in names:
+            assert nvrtc.getLoweredName(program, name)
+        assert len(nvrtc.getCUBIN(program)) > 0
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+def test_sources_inline_their_headers():
+    text = _kernels.source("conv_gemm.cu")
+    assert "#include" not in text and "struct AxisPhase" in text
