@@ -63,7 +63,7 @@ def _launch_gemm(source4, weight, bias, out4, geometry: Geometry, phases, *, red
         (blocks,),
         (tile.threads,),
         (
-            source4, weight, bias  # None passes a null pointer, out4, _phase_table(flat),
+            source4, weight, bias, out4, _phase_table(flat),  # bias None: a null pointer
             _i32(phases_h), _i32(phases_w), _i32(batch), _i32(geometry.groups),
             _i32(red_channels), _i32(out_channels),
             _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w), _i32(geometry.kernel[1]),
