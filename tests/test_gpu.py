@@ -21,7 +21,7 @@ import numpy
 import pytest
 
 import cupyconv
-from cupyconv import _kernels, reference
+from cupyconv import _geometry, _kernels, reference
 
 from sweep import CASES, relative_error
 
@@ -47,6 +47,34 @@ except Exception:
 # (dtype name, precision): every dtype, and both float32 modes.
 MODES = [("float32", "highest"), ("float32", "tf32"), ("float64", "highest"), ("float16", "highest"), ("bfloat16", "highest")]
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
+
+
+def _geometry_of(case):
+    lead = () if case.batch is None else (case.batch,)
+    return _geometry.make_geometry(
+        case.dims, lead + (case.in_channels,) + case.size,
+        (case.in_channels, case.out_channels // case.groups) + case.kernel,
+        None, case.stride, case.padding, case.output_padding, case.groups, case.dilation,
+    )  # fmt: skip
+
+
+def exact_forward(case, x, w, b):
+    """The oracle: the NumPy reference in longdouble (64-bit mantissa on x86),
+    finer than every dtype under test, float64 included."""
+    g = _geometry_of(case)
+    wide = lambda a: None if a is None else a.astype(numpy.longdouble)  # noqa: E731
+    y = reference.forward(wide(x).reshape(g.input_shape4), wide(w).reshape(g.weight_shape4), wide(b), g)
+    return y.astype(numpy.float64).reshape(g.output_shape)
+
+
+def exact_backward(case, gy, x, w):
+    g = _geometry_of(case)
+    wide = lambda a: a.astype(numpy.longdouble)  # noqa: E731
+    grads = reference.backward(
+        wide(gy).reshape(g.output_shape4), wide(x).reshape(g.input_shape4), wide(w).reshape(g.weight_shape4), g, (True, True, True)
+    )
+    shapes = (x.shape, w.shape, (case.out_channels,))
+    return tuple(grad.astype(numpy.float64).reshape(shape) for grad, shape in zip(grads, shapes))
 
 
 def _numpy_dtype(name):
@@ -119,7 +147,7 @@ def test_forward(case, mode):
     dtype = _numpy_dtype(dtype_name)
     rng = numpy.random.default_rng(20)
     x, w, b = case.arrays(rng, dtype)
-    oracle = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, b, **case.kwargs)
+    oracle = exact_forward(case, x, w, b)
     fn = cupyconv.conv_transpose1d if case.dims == 1 else cupyconv.conv_transpose2d
     with poisoned_allocations():
         y = fn(_to_gpu(x, dtype), _to_gpu(w, dtype), _to_gpu(b, dtype), **case.kwargs, precision=precision)
@@ -154,8 +182,7 @@ def test_backward(case, mode):
     x, w, _ = case.arrays(rng, dtype)
     out_shape = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, **case.kwargs).shape
     gy = rng.standard_normal(out_shape).astype(dtype).astype(numpy.float64)
-    backward_ref = reference.conv_transpose1d_backward if case.dims == 1 else reference.conv_transpose2d_backward
-    oracles = backward_ref(gy, x, w, **case.kwargs)
+    oracles = exact_backward(case, gy, x, w)
     torch_errors = _torch_backward_errors(case, dtype_name, precision, x, w, gy, oracles)
     backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
     with poisoned_allocations():

@@ -152,37 +152,58 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) conv_gemm(
     for (int kt = 0; kt < k_tiles; ++kt) {
         const int buf = kt & 1;
         if (kt + 1 < k_tiles) fetch(kt + 1);  // global loads in flight during the FMAs below
-        accumulate_slice<Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
+        if constexpr (sizeof(Acc) == 8) {
+            // float64: blocked sums (registers allow it; float32 keeps the
+            // plain chain, which already matches cuDNN's error)
+            accumulate_slice_blocked<Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
+        } else {
+            accumulate_slice<Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
+        }
         if (kt + 1 < k_tiles) stash(buf ^ 1);
         __syncthreads();
     }
 
-    // Epilogue: add the bias and write each output once.
-    Index out_pixel[TN];
-    bool out_valid[TN];
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-        const Index col = col_base + fragment_index<BN, TN>(tx, j);
+    // Epilogue: add the bias and write each output once.  The tile goes
+    // through shared memory (the B buffers, 2*BK rows of BN at a time) so that
+    // a warp stores consecutive columns: unit-stride outputs coalesce fully,
+    // and a phase of stride s touches ~s sectors per 8 values instead of one
+    // sector per value.  Each thread stores its load column (tid % BN).
+    bool store_valid;
+    Index store_pixel;
+    {
+        const Index col = col_base + load_col;
         const Index n = col / cols_per_image;
         const Index rem = col - n * cols_per_image;
         const int qh = static_cast<int>(rem / cols_w);
         const int qw = static_cast<int>(rem - static_cast<Index>(qh) * cols_w);
-        out_valid[j] = n < batch && qh < ph.count && qw < pw.count;
+        store_valid = n < batch && qh < ph.count && qw < pw.count;
         const int oh = ph.out_base + qh * ph.out_step;
         const int ow = pw.out_base + qw * pw.out_step;
-        out_pixel[j] = out_valid[j] ? n * groups * static_cast<Index>(out_channels) * out_hw + static_cast<Index>(oh) * out_w + ow
-                                    : Index(0);
+        store_pixel = store_valid ? n * groups * static_cast<Index>(out_channels) * out_hw + static_cast<Index>(oh) * out_w + ow
+                                  : Index(0);
     }
+    constexpr int STAGE_ROWS = 2 * BK;
+    Acc(&stage)[STAGE_ROWS][BN] = *reinterpret_cast<Acc(*)[STAGE_ROWS][BN]>(&b_tile[0][0][0]);
 #pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int m = m_tile * BM + fragment_index<BM, TM>(ty, i);
-        if (m >= out_channels) continue;
-        const int channel = group * out_channels + m;
-        const Acc bias_value = bias != nullptr ? ValueTraits<T>::to_acc(bias[channel]) : Acc(0);
-        const Index channel_offset = static_cast<Index>(channel) * out_hw;
+    for (int r0 = 0; r0 < BM; r0 += STAGE_ROWS) {
+        __syncthreads();  // the previous pass (or the main loop) is done with the buffer
 #pragma unroll
-        for (int j = 0; j < TN; ++j) {
-            if (out_valid[j]) out[out_pixel[j] + channel_offset] = ValueTraits<T>::from_acc(acc[i][j] + bias_value);
+        for (int i = 0; i < TM; ++i) {
+            const int row = fragment_index<BM, TM>(ty, i) - r0;
+            if (row >= 0 && row < STAGE_ROWS) {
+#pragma unroll
+                for (int j = 0; j < TN; ++j) stage[row][fragment_index<BN, TN>(tx, j)] = acc[i][j];
+            }
+        }
+        __syncthreads();
+        if (store_valid) {
+            for (int row = b_row0; row < STAGE_ROWS && r0 + row < BM; row += B_ROWS_STEP) {
+                const int m = m_tile * BM + r0 + row;
+                if (m >= out_channels) break;
+                const int channel = group * out_channels + m;
+                const Acc bias_value = bias != nullptr ? ValueTraits<T>::to_acc(bias[channel]) : Acc(0);
+                out[store_pixel + static_cast<Index>(channel) * out_hw] = ValueTraits<T>::from_acc(stage[row][load_col] + bias_value);
+            }
         }
     }
 }

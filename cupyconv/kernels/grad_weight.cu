@@ -142,7 +142,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
     for (int kt = 0; kt < k_tiles; ++kt) {
         const int buf = kt & 1;
         if (kt + 1 < k_tiles) fetch();
-        accumulate_slice<Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
+        accumulate_slice_blocked<Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
         if (kt + 1 < k_tiles) stash(buf ^ 1);
         __syncthreads();
     }
