@@ -121,10 +121,6 @@ def _grad_input(gy4, weight, geometry: Geometry):
     return grad4.reshape(geometry.user_shape(geometry.input_shape4))
 
 
-def _accumulator(dtype):
-    return numpy.float64 if numpy.dtype(dtype) == numpy.float64 else numpy.float32
-
-
 def _splits(independent_blocks: int, positions: int, min_positions: int) -> int:
     """How many pieces to cut a reduction of `positions` into: enough blocks to
     keep every multiprocessor busy, none shorter than min_positions."""
@@ -157,7 +153,7 @@ def _grad_weight(gy4, x4, geometry: Geometry):
     per_split = -(-positions // splits)
     per_split = -(-per_split // tile.bk) * tile.bk
     splits = -(-positions // per_split)
-    workspace = cupy.empty((splits,) + grad.shape, dtype=_accumulator(gy4.dtype))
+    workspace = cupy.empty((splits,) + grad.shape, dtype=numpy.float64)  # reductions sum in double
     index = _kernels.index_type(x4.size, gy4.size, workspace.size)
     blocks = _blocks_for(m_tiles * col_tiles * splits * geometry.groups)
     (sh, sw), (ph, pw), (dh, dw) = geometry.stride, geometry.padding, geometry.dilation
@@ -191,7 +187,7 @@ def _grad_bias(gy4, geometry: Geometry):
     splits = _splits(channels, total, 16 * _kernels.BIAS_THREADS)
     per_split = -(-total // splits)
     splits = -(-total // per_split)
-    workspace = cupy.empty((splits, channels), dtype=_accumulator(gy4.dtype))
+    workspace = cupy.empty((splits, channels), dtype=numpy.float64)
     _function("grad_weight.cu", _kernels.grad_bias_name(dtype))(
         (_blocks_for(channels * splits),),
         (_kernels.BIAS_THREADS,),

@@ -119,10 +119,54 @@ __device__ __forceinline__ int fragment_index(int thread, int i) {
     }
 }
 
+// Multiply-accumulate into the sum types the kernels use.  float x float is
+// exact in double, so a double sum of float products only rounds the adds.
+__device__ __forceinline__ float mac(float a, float b, float sum) { return fmaf(a, b, sum); }
+__device__ __forceinline__ double mac(double a, double b, double sum) { return fma(a, b, sum); }
+__device__ __forceinline__ double mac(float a, float b, double sum) {
+    return fma(static_cast<double>(a), static_cast<double>(b), sum);
+}
+
+// A compensated double sum hi + lo (Ogita, Rump and Oishi's Dot2): the
+// rounding error of every product (recovered by FMA) and of every addition
+// (TwoSum) is carried in lo, so a float64 reduction ends about as accurate as
+// if it had been computed in twice the precision and rounded once.
+struct compensated {
+    double hi;
+    double lo;
+};
+__device__ __forceinline__ void two_sum(double a, double b, double& s, double& e) {
+    s = a + b;
+    const double bb = s - a;
+    e = (a - (s - bb)) + (b - bb);
+}
+__device__ __forceinline__ compensated mac(double a, double b, compensated sum) {
+    const double p = a * b;
+    const double p_err = fma(a, b, -p);
+    double s, s_err;
+    two_sum(sum.hi, p, s, s_err);
+    return compensated{s, sum.lo + (p_err + s_err)};
+}
+__device__ __forceinline__ float add(float a, float b) { return a + b; }
+__device__ __forceinline__ double add(double a, double b) { return a + b; }
+__device__ __forceinline__ double to_double(double v) { return v; }
+__device__ __forceinline__ double to_double(compensated v) { return v.hi + v.lo; }
+
+// The sum type of the long reductions (grad_weight): double for the 16- and
+// 32-bit types, compensated double for double.
+template <typename T>
+struct ReductionTraits {
+    typedef double sum;
+};
+template <>
+struct ReductionTraits<double> {
+    typedef compensated sum;
+};
+
 // acc[i][j] += sum_k a[k][row(i)] * b[k][col(j)] over one BK-deep slice held
 // in shared memory; (ty, tx) picks the thread's TM x TN block of the tile.
-template <typename Acc, int BM, int BN, int BK, int TM, int TN>
-__device__ __forceinline__ void accumulate_slice(const Acc (&a)[BK][BM], const Acc (&b)[BK][BN], Acc (&acc)[TM][TN],
+template <typename Acc, typename Sum, int BM, int BN, int BK, int TM, int TN>
+__device__ __forceinline__ void accumulate_slice(const Acc (&a)[BK][BM], const Acc (&b)[BK][BN], Sum (&acc)[TM][TN],
                                                  int ty, int tx) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
@@ -135,13 +179,12 @@ __device__ __forceinline__ void accumulate_slice(const Acc (&a)[BK][BM], const A
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] = fma(a_frag[i], b_frag[j], acc[i][j]);
+            for (int j = 0; j < TN; ++j) acc[i][j] = mac(a_frag[i], b_frag[j], acc[i][j]);
     }
 }
 
 // accumulate_slice into a fresh partial, then one add into acc: the running
-// sum takes one rounding per slice instead of one per product, which keeps
-// long reductions about as accurate as cuDNN's blocked ones.
+// sum takes one rounding per slice instead of one per product.
 template <typename Acc, int BM, int BN, int BK, int TM, int TN>
 __device__ __forceinline__ void accumulate_slice_blocked(const Acc (&a)[BK][BM], const Acc (&b)[BK][BN],
                                                          Acc (&acc)[TM][TN], int ty, int tx) {
@@ -150,9 +193,9 @@ __device__ __forceinline__ void accumulate_slice_blocked(const Acc (&a)[BK][BM],
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) part[i][j] = Acc(0);
-    accumulate_slice<Acc, BM, BN, BK, TM, TN>(a, b, part, ty, tx);
+    accumulate_slice<Acc, Acc, BM, BN, BK, TM, TN>(a, b, part, ty, tx);
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] += part[i][j];
+        for (int j = 0; j < TN; ++j) acc[i][j] = add(acc[i][j], part[i][j]);
 }

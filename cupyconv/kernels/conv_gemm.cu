@@ -157,7 +157,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) conv_gemm(
             // plain chain, which already matches cuDNN's error)
             accumulate_slice_blocked<Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
         } else {
-            accumulate_slice<Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
+            accumulate_slice<Acc, Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
         }
         if (kt + 1 < k_tiles) stash(buf ^ 1);
         __syncthreads();

@@ -8,14 +8,16 @@
 // reduction over r = (n, h, w).  The reduction is cut into `splits` ranges;
 // each block writes its partial tile to workspace[split] and sum_splits adds
 // the partials in split order.  No atomics: the same inputs give the same bits
-// on every run.
+// on every run.  These reductions sum in double (compensated double for double
+// inputs; ReductionTraits), so they stay correctly rounded or nearly so however
+// long they are; the workspace is double.
 #include "common.cuh"
 
 template <typename T, typename Index, int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
     const T* __restrict__ input,        // x: (batch, groups * in_channels, in_h, in_w)
     const T* __restrict__ grad_output,  // (batch, groups * out_channels, out_h, out_w)
-    typename ValueTraits<T>::acc* __restrict__ workspace,  // (splits, groups * in_channels, out_channels * kernel_h * kernel_w)
+    double* __restrict__ workspace,  // (splits, groups * in_channels, out_channels * kernel_h * kernel_w)
     int batch, int groups,
     int in_channels,   // C per group: GEMM rows
     int out_channels,  // M per group
@@ -126,11 +128,12 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
 
     const int ty = tid / (BN / TN);
     const int tx = tid % (BN / TN);
-    Acc acc[TM][TN];
+    typedef typename ReductionTraits<T>::sum Sum;
+    Sum acc[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = Acc(0);
+        for (int j = 0; j < TN; ++j) acc[i][j] = Sum{};
 
     const Index span = r_end > r_begin ? r_end - r_begin : Index(0);
     const int k_tiles = static_cast<int>((span + BK - 1) / BK);
@@ -142,7 +145,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
     for (int kt = 0; kt < k_tiles; ++kt) {
         const int buf = kt & 1;
         if (kt + 1 < k_tiles) fetch();
-        accumulate_slice_blocked<Acc, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
+        accumulate_slice<Acc, Sum, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
         if (kt + 1 < k_tiles) stash(buf ^ 1);
         __syncthreads();
     }
@@ -157,7 +160,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
             const int col = col_tile * BN + fragment_index<BN, TN>(tx, j);
-            if (col < columns) workspace[(slab + m) * columns + col] = acc[i][j];
+            if (col < columns) workspace[(slab + m) * columns + col] = to_double(acc[i][j]);
         }
     }
 }
@@ -168,19 +171,18 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
 template <typename T, int THREADS>
 __global__ void __launch_bounds__(THREADS) grad_bias_partial(
     const T* __restrict__ grad_output,  // (batch, channels, plane)
-    typename ValueTraits<T>::acc* __restrict__ workspace,  // (splits, channels)
+    double* __restrict__ workspace,  // (splits, channels)
     int batch, int channels, long long plane,
     long long per_split,  // (n, position) pairs per split
     int splits) {
-    typedef typename ValueTraits<T>::acc Acc;
-    __shared__ Acc partial[THREADS];
+    __shared__ double partial[THREADS];
     const int channel = blockIdx.x % channels;
     const int split = blockIdx.x / channels;
     const long long total = static_cast<long long>(batch) * plane;
     const long long begin = static_cast<long long>(split) * per_split;
     const long long end = min(total, begin + per_split);
 
-    Acc sum = Acc(0);
+    double sum = 0.0;
     long long f = begin + threadIdx.x;
     if (f < end) {
         long long n = f / plane;
@@ -204,15 +206,15 @@ __global__ void __launch_bounds__(THREADS) grad_bias_partial(
     if (threadIdx.x == 0) workspace[static_cast<long long>(split) * channels + channel] = partial[0];
 }
 
-// out[i] = sum over s < splits of workspace[s * count + i], in order of s.
+// out[i] = sum over s < splits of workspace[s * count + i], in order of s,
+// rounded once to T.
 template <typename T>
-__global__ void sum_splits(const typename ValueTraits<T>::acc* __restrict__ workspace, T* __restrict__ out,
-                           long long count, int splits) {
+__global__ void sum_splits(const double* __restrict__ workspace, T* __restrict__ out, long long count, int splits) {
     typedef typename ValueTraits<T>::acc Acc;
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
-        Acc sum = Acc(0);
+        double sum = 0.0;
         for (int s = 0; s < splits; ++s) sum += workspace[s * count + i];
-        out[i] = ValueTraits<T>::from_acc(sum);
+        out[i] = ValueTraits<T>::from_acc(static_cast<Acc>(sum));
     }
 }
