@@ -71,13 +71,13 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) conv_gemm(
     const Index cols_per_image = static_cast<Index>(cols_h) * cols_w;
     const Index col_base = static_cast<Index>(col_tile) * BN;
 
-    // The one column this thread loads B for: (n, qh, qw) and the input
-    // position of its tap (0, 0).
+    // The one column this thread loads B for and, in the epilogue, stores:
+    // (n, qh, qw), the input position of its tap (0, 0) and its output pixel.
     const int load_col = tid % BN;
     const int b_row0 = tid / BN;
     bool load_col_valid;
     int ih0, iw0;
-    Index in_col_offset;
+    Index in_col_offset, out_pixel;
     {
         const Index col = col_base + load_col;
         const Index n = col / cols_per_image;
@@ -89,6 +89,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) conv_gemm(
         iw0 = pw.in_base + qw * pw.in_step;
         // (offsets of columns past the end are never used; keep them in range)
         in_col_offset = load_col_valid ? (n * groups + group) * static_cast<Index>(red_channels) * in_hw : Index(0);
+        const int oh = ph.out_base + qh * ph.out_step;
+        const int ow = pw.out_base + qw * pw.out_step;
+        out_pixel = load_col_valid ? n * groups * static_cast<Index>(out_channels) * out_hw + static_cast<Index>(oh) * out_w + ow
+                                   : Index(0);
     }
     // The one output channel this thread loads A for.
     const int a_m = tid % BM;
@@ -168,20 +172,6 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) conv_gemm(
     // a warp stores consecutive columns: unit-stride outputs coalesce fully,
     // and a phase of stride s touches ~s sectors per 8 values instead of one
     // sector per value.  Each thread stores its load column (tid % BN).
-    bool store_valid;
-    Index store_pixel;
-    {
-        const Index col = col_base + load_col;
-        const Index n = col / cols_per_image;
-        const Index rem = col - n * cols_per_image;
-        const int qh = static_cast<int>(rem / cols_w);
-        const int qw = static_cast<int>(rem - static_cast<Index>(qh) * cols_w);
-        store_valid = n < batch && qh < ph.count && qw < pw.count;
-        const int oh = ph.out_base + qh * ph.out_step;
-        const int ow = pw.out_base + qw * pw.out_step;
-        store_pixel = store_valid ? n * groups * static_cast<Index>(out_channels) * out_hw + static_cast<Index>(oh) * out_w + ow
-                                  : Index(0);
-    }
     constexpr int STAGE_ROWS = 2 * BK;
     Acc(&stage)[STAGE_ROWS][BN] = *reinterpret_cast<Acc(*)[STAGE_ROWS][BN]>(&b_tile[0][0][0]);
 #pragma unroll
@@ -196,13 +186,13 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) conv_gemm(
             }
         }
         __syncthreads();
-        if (store_valid) {
+        if (load_col_valid) {
             for (int row = b_row0; row < STAGE_ROWS && r0 + row < BM; row += B_ROWS_STEP) {
                 const int m = m_tile * BM + r0 + row;
                 if (m >= out_channels) break;
                 const int channel = group * out_channels + m;
                 const Acc bias_value = bias != nullptr ? ValueTraits<T>::to_acc(bias[channel]) : Acc(0);
-                out[store_pixel + static_cast<Index>(channel) * out_hw] = ValueTraits<T>::from_acc(stage[row][load_col] + bias_value);
+                out[out_pixel + static_cast<Index>(channel) * out_hw] = ValueTraits<T>::from_acc(stage[row][load_col] + bias_value);
             }
         }
     }
