@@ -14,6 +14,7 @@ its dtype (the error of a correctly rounded result).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 
@@ -75,6 +76,16 @@ def exact_backward(case, gy, x, w):
     )
     shapes = (x.shape, w.shape, (case.out_channels,))
     return tuple(grad.astype(numpy.float64).reshape(shape) for grad, shape in zip(grads, shapes))
+
+
+Ops = collections.namedtuple("Ops", "forward backward ref_forward ref_backward")
+
+
+def _ops(case) -> Ops:
+    """cupyconv's and the reference's functions for the case's dimensionality."""
+    if case.dims == 1:
+        return Ops(cupyconv.conv_transpose1d, cupyconv.conv_transpose1d_backward, reference.conv_transpose1d, reference.conv_transpose1d_backward)
+    return Ops(cupyconv.conv_transpose2d, cupyconv.conv_transpose2d_backward, reference.conv_transpose2d, reference.conv_transpose2d_backward)
 
 
 def _numpy_dtype(name):
@@ -148,7 +159,7 @@ def test_forward(case, mode):
     rng = numpy.random.default_rng(20)
     x, w, b = case.arrays(rng, dtype)
     oracle = exact_forward(case, x, w, b)
-    fn = cupyconv.conv_transpose1d if case.dims == 1 else cupyconv.conv_transpose2d
+    fn = _ops(case).forward
     with poisoned_allocations():
         y = fn(_to_gpu(x, dtype), _to_gpu(w, dtype), _to_gpu(b, dtype), **case.kwargs, precision=precision)
         cupy.cuda.get_current_stream().synchronize()
@@ -180,11 +191,11 @@ def test_backward(case, mode):
     dtype = _numpy_dtype(dtype_name)
     rng = numpy.random.default_rng(21)
     x, w, _ = case.arrays(rng, dtype)
-    out_shape = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, **case.kwargs).shape
+    out_shape = _ops(case).ref_forward(x, w, **case.kwargs).shape
     gy = rng.standard_normal(out_shape).astype(dtype).astype(numpy.float64)
     oracles = exact_backward(case, gy, x, w)
     torch_errors = _torch_backward_errors(case, dtype_name, precision, x, w, gy, oracles)
-    backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
+    backward = _ops(case).backward
     with poisoned_allocations():
         grads = backward(_to_gpu(gy, dtype), _to_gpu(x, dtype), _to_gpu(w, dtype), **case.kwargs, precision=precision)
         cupy.cuda.get_current_stream().synchronize()
@@ -196,9 +207,9 @@ def test_backward(case, mode):
 def test_non_default_stream(case):
     rng = numpy.random.default_rng(22)
     x, w, b = case.arrays(rng, numpy.float32)
-    oracle = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, b, **case.kwargs)
-    fn = cupyconv.conv_transpose1d if case.dims == 1 else cupyconv.conv_transpose2d
-    backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
+    oracle = _ops(case).ref_forward(x, w, b, **case.kwargs)
+    fn = _ops(case).forward
+    backward = _ops(case).backward
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream, poisoned_allocations():
         xg, wg, bg = _to_gpu(x, numpy.float32), _to_gpu(w, numpy.float32), _to_gpu(b, numpy.float32)
@@ -206,7 +217,7 @@ def test_non_default_stream(case):
         grads = backward(cupy.ones_like(y), xg, wg, **case.kwargs)
         stream.synchronize()
     assert relative_error(cupy.asnumpy(y), oracle) < 1e-5
-    expected = (reference.conv_transpose1d_backward if case.dims == 1 else reference.conv_transpose2d_backward)(
+    expected = _ops(case).ref_backward(
         numpy.ones(oracle.shape), x, w, **case.kwargs
     )
     for grad, oracle_grad in zip(grads, expected):
@@ -217,10 +228,10 @@ def test_non_default_stream(case):
 def test_backward_is_bitwise_deterministic(case):
     rng = numpy.random.default_rng(23)
     x, w, _ = case.arrays(rng, numpy.float32)
-    out_shape = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, **case.kwargs).shape
+    out_shape = _ops(case).ref_forward(x, w, **case.kwargs).shape
     gy = cupy.asarray(rng.standard_normal(out_shape).astype(numpy.float32))
     xg, wg = cupy.asarray(x.astype(numpy.float32)), cupy.asarray(w.astype(numpy.float32))
-    backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
+    backward = _ops(case).backward
     first = [cupy.asnumpy(g) for g in backward(gy, xg, wg, **case.kwargs)]
     for _ in range(5):
         again = [cupy.asnumpy(g) for g in backward(gy, xg, wg, **case.kwargs)]
@@ -234,15 +245,15 @@ def test_64_bit_index_kernels(case, monkeypatch):
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     rng = numpy.random.default_rng(24)
     x, w, b = case.arrays(rng, numpy.float32)
-    oracle = (reference.conv_transpose1d if case.dims == 1 else reference.conv_transpose2d)(x, w, b, **case.kwargs)
-    fn = cupyconv.conv_transpose1d if case.dims == 1 else cupyconv.conv_transpose2d
+    oracle = _ops(case).ref_forward(x, w, b, **case.kwargs)
+    fn = _ops(case).forward
     with poisoned_allocations():
         y = fn(_to_gpu(x, numpy.float32), _to_gpu(w, numpy.float32), _to_gpu(b, numpy.float32), **case.kwargs)
         gy = cupy.asarray(rng.standard_normal(oracle.shape).astype(numpy.float32))
-        backward = cupyconv.conv_transpose1d_backward if case.dims == 1 else cupyconv.conv_transpose2d_backward
+        backward = _ops(case).backward
         grads = backward(gy, _to_gpu(x, numpy.float32), _to_gpu(w, numpy.float32), **case.kwargs)
     assert relative_error(cupy.asnumpy(y), oracle) < 1e-5
-    expected = (reference.conv_transpose1d_backward if case.dims == 1 else reference.conv_transpose2d_backward)(
+    expected = _ops(case).ref_backward(
         cupy.asnumpy(gy).astype(numpy.float64), x, w, **case.kwargs
     )
     for grad, oracle_grad in zip(grads, expected):
