@@ -32,7 +32,11 @@ def _multiprocessors() -> int:
 
 @cupy.memoize(for_each_device=True)
 def _phase_table(flat):
-    return cupy.asarray(_kernels.phase_table_array(flat))
+    table = cupy.asarray(_kernels.phase_table_array(flat))
+    # The upload is ordered on the current stream only; the memoized table may
+    # later be read from other streams, so wait for it once, here.
+    cupy.cuda.get_current_stream().synchronize()
+    return table
 
 
 def _contiguous4(array, shape4):
