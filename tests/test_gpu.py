@@ -22,8 +22,9 @@ import numpy
 import pytest
 
 import cupyconv
-from cupyconv import _geometry, _kernels, reference
+from cupyconv import _kernels, reference
 
+from oracle import MODES, bound, exact_backward, exact_forward, numpy_dtype
 from sweep import CASES, relative_error
 
 try:
@@ -45,39 +46,6 @@ try:
 except Exception:
     torch, HAVE_TORCH_CUDA = None, False
 
-# (dtype name, precision): every dtype, and both float32 modes.
-MODES = [("float32", "highest"), ("float32", "tf32"), ("float64", "highest"), ("float16", "highest"), ("bfloat16", "highest")]
-UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
-
-
-def _geometry_of(case):
-    lead = () if case.batch is None else (case.batch,)
-    return _geometry.make_geometry(
-        case.dims, lead + (case.in_channels,) + case.size,
-        (case.in_channels, case.out_channels // case.groups) + case.kernel,
-        None, case.stride, case.padding, case.output_padding, case.groups, case.dilation,
-    )  # fmt: skip
-
-
-def exact_forward(case, x, w, b):
-    """The oracle: the NumPy reference in longdouble (64-bit mantissa on x86),
-    finer than every dtype under test, float64 included."""
-    g = _geometry_of(case)
-    wide = lambda a: None if a is None else a.astype(numpy.longdouble)  # noqa: E731
-    y = reference.forward(wide(x).reshape(g.input_shape4), wide(w).reshape(g.weight_shape4), wide(b), g)
-    return y.astype(numpy.float64).reshape(g.output_shape)
-
-
-def exact_backward(case, gy, x, w):
-    g = _geometry_of(case)
-    wide = lambda a: a.astype(numpy.longdouble)  # noqa: E731
-    grads = reference.backward(
-        wide(gy).reshape(g.output_shape4), wide(x).reshape(g.input_shape4), wide(w).reshape(g.weight_shape4), g, (True, True, True)
-    )
-    shapes = (x.shape, w.shape, (case.out_channels,))
-    return tuple(grad.astype(numpy.float64).reshape(shape) for grad, shape in zip(grads, shapes))
-
-
 Ops = collections.namedtuple("Ops", "forward backward ref_forward ref_backward")
 
 
@@ -86,14 +54,6 @@ def _ops(case) -> Ops:
     if case.dims == 1:
         return Ops(cupyconv.conv_transpose1d, cupyconv.conv_transpose1d_backward, reference.conv_transpose1d, reference.conv_transpose1d_backward)
     return Ops(cupyconv.conv_transpose2d, cupyconv.conv_transpose2d_backward, reference.conv_transpose2d, reference.conv_transpose2d_backward)
-
-
-def _numpy_dtype(name):
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return numpy.dtype(ml_dtypes.bfloat16)
-    return numpy.dtype(name)
 
 
 @contextlib.contextmanager
@@ -136,26 +96,22 @@ def _torch_error(case, dtype_name, precision, x, w, b, oracle):
     return relative_error(y.double().cpu().numpy(), oracle)
 
 
-def _bound(dtype_name, torch_error):
-    return max(2.0 * torch_error, UNIT_ROUNDOFF[dtype_name])
-
-
 def _check(actual, oracle, dtype_name, precision, torch_error, what):
     assert isinstance(actual, cupy.ndarray), what
-    assert actual.dtype == _numpy_dtype(dtype_name) and actual.shape == oracle.shape, what
+    assert actual.dtype == numpy_dtype(dtype_name) and actual.shape == oracle.shape, what
     host = cupy.asnumpy(actual).astype(numpy.float64)
     assert not numpy.isnan(host).any(), f"{what}: unwritten (NaN) elements"
     error = relative_error(host, oracle)
     if dtype_name == "float32" and precision == "highest":
         assert error < 1e-5, f"{what}: relative error {error:.3g}"
-    assert error <= _bound(dtype_name, torch_error), f"{what}: error {error:.3g} vs torch {torch_error:.3g}"
+    assert error <= bound(dtype_name, torch_error), f"{what}: error {error:.3g} vs torch {torch_error:.3g}"
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_forward(case, mode):
     dtype_name, precision = mode
-    dtype = _numpy_dtype(dtype_name)
+    dtype = numpy_dtype(dtype_name)
     rng = numpy.random.default_rng(20)
     x, w, b = case.arrays(rng, dtype)
     oracle = exact_forward(case, x, w, b)
@@ -188,7 +144,7 @@ def _torch_backward_errors(case, dtype_name, precision, x, w, gy, oracles):
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_backward(case, mode):
     dtype_name, precision = mode
-    dtype = _numpy_dtype(dtype_name)
+    dtype = numpy_dtype(dtype_name)
     rng = numpy.random.default_rng(21)
     x, w, _ = case.arrays(rng, dtype)
     out_shape = _ops(case).ref_forward(x, w, **case.kwargs).shape

@@ -1,0 +1,53 @@
+"""The accuracy oracle the GPU tests share: the NumPy reference in longdouble
+(64-bit mantissa on x86), finer than every dtype under test, float64 included,
+and the error bounds each mode is held to."""
+
+from __future__ import annotations
+
+import numpy
+
+from cupyconv import _geometry, reference
+
+# (dtype name, precision): every dtype, and both float32 modes.
+MODES = [("float32", "highest"), ("float32", "tf32"), ("float64", "highest"), ("float16", "highest"), ("bfloat16", "highest")]
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
+
+
+def numpy_dtype(name):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return numpy.dtype(ml_dtypes.bfloat16)
+    return numpy.dtype(name)
+
+
+def bound(dtype_name, torch_error):
+    """What a result may err by: twice torch's error on the same inputs in the
+    same mode, never less than one unit roundoff (a correctly rounded result)."""
+    return max(2.0 * torch_error, UNIT_ROUNDOFF[dtype_name])
+
+
+def geometry_of(case):
+    lead = () if case.batch is None else (case.batch,)
+    return _geometry.make_geometry(
+        case.dims, lead + (case.in_channels,) + case.size,
+        (case.in_channels, case.out_channels // case.groups) + case.kernel,
+        None, case.stride, case.padding, case.output_padding, case.groups, case.dilation,
+    )  # fmt: skip
+
+
+def exact_forward(case, x, w, b):
+    g = geometry_of(case)
+    wide = lambda a: None if a is None else a.astype(numpy.longdouble)  # noqa: E731
+    y = reference.forward(wide(x).reshape(g.input_shape4), wide(w).reshape(g.weight_shape4), wide(b), g)
+    return y.astype(numpy.float64).reshape(g.output_shape)
+
+
+def exact_backward(case, gy, x, w):
+    g = geometry_of(case)
+    wide = lambda a: a.astype(numpy.longdouble)  # noqa: E731
+    grads = reference.backward(
+        wide(gy).reshape(g.output_shape4), wide(x).reshape(g.input_shape4), wide(w).reshape(g.weight_shape4), g, (True, True, True)
+    )
+    shapes = (x.shape, w.shape, (case.out_channels,))
+    return tuple(grad.astype(numpy.float64).reshape(shape) for grad, shape in zip(grads, shapes))
