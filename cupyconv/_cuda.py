@@ -9,6 +9,10 @@ the arrays' device and CuPy's current stream.
 
 from __future__ import annotations
 
+import functools
+import math
+from typing import NamedTuple, Tuple
+
 import cupy
 import numpy
 
@@ -49,154 +53,190 @@ def _blocks_for(count: int) -> int:
     return count
 
 
-def _launch_gemm(source4, weight, bias, out4, geometry: Geometry, phases, *, red_channels, out_channels, w_strides):
-    """One conv_gemm launch over every (group, phase, row tile, column tile)."""
-    flat, phases_h, phases_w = phases
-    dtype = numpy.dtype(out4.dtype).name
+def _output(out, shape4, dtype):
+    """A fresh array, or the caller's (C-contiguous, of the right size and
+    dtype: the torch adapter passes torch-allocated outputs)."""
+    if out is None:
+        return cupy.empty(shape4, dtype=dtype)
+    if out.dtype != dtype or out.size != math.prod(shape4) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {numpy.dtype(dtype).name} array of shape {shape4}, got {out.shape} {out.dtype}")
+    return out.reshape(shape4)
+
+
+# Launch plans: everything about a launch that depends only on the geometry,
+# dtype, index type and (for split reductions) the multiprocessor count,
+# computed once; a call then only packs its arrays.
+
+
+class _Launch(NamedTuple):
+    file: str
+    name: str
+    blocks: int
+    threads: int
+    scalars: tuple
+
+
+@functools.lru_cache(maxsize=1024)
+def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str) -> Tuple[_Launch, tuple]:
+    """conv_gemm over every (group, phase, row tile, column tile), and its
+    phase table, for the forward pass or grad_input."""
+    if pass_name == "forward":
+        flat, phases_h, phases_w = _kernels.forward_phases(geometry)
+        red_channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+        source4, out4 = geometry.input_shape4, geometry.output_shape4
+    else:
+        flat, phases_h, phases_w = _kernels.grad_input_phases(geometry)
+        red_channels, out_channels = geometry.out_channels_per_group, geometry.in_channels_per_group
+        source4, out4 = geometry.output_shape4, geometry.input_shape4
+    w_strides = _kernels.gemm_weight_strides(geometry, pass_name)
     tile = _kernels.pick_tile(_kernels.GEMM_TILES, out_channels)
-    index = _kernels.index_type(source4.size, out4.size, weight.size)
     counts = flat[0::9]
     cols_h, cols_w = max(counts[:phases_h]), max(counts[phases_h:])
-    batch, _, in_h, in_w = source4.shape
-    _, _, out_h, out_w = out4.shape
+    batch, _, in_h, in_w = source4
+    _, _, out_h, out_w = out4
     m_tiles = -(-out_channels // tile.bm)
     col_tiles = -(-(batch * cols_h * cols_w) // tile.bn)
     blocks = _blocks_for(phases_h * phases_w * m_tiles * col_tiles * geometry.groups)
-    kernel = _function("conv_gemm.cu", _kernels.gemm_name(dtype, index, tile))
-    kernel(
-        (blocks,),
-        (tile.threads,),
-        (
-            source4, weight, bias, out4, _phase_table(flat),  # bias None: a null pointer
-            _i32(phases_h), _i32(phases_w), _i32(batch), _i32(geometry.groups),
-            _i32(red_channels), _i32(out_channels),
-            _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w), _i32(geometry.kernel[1]),
-            _i64(w_strides[0]), _i64(w_strides[1]), _i64(w_strides[2]),
-            _i32(cols_h), _i32(cols_w), _i32(m_tiles), _i32(col_tiles),
-        ),
+    scalars = (
+        _i32(phases_h), _i32(phases_w), _i32(batch), _i32(geometry.groups),
+        _i32(red_channels), _i32(out_channels),
+        _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w), _i32(geometry.kernel[1]),
+        _i64(w_strides[0]), _i64(w_strides[1]), _i64(w_strides[2]),
+        _i32(cols_h), _i32(cols_w), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
+    return _Launch("conv_gemm.cu", _kernels.gemm_name(dtype, index, tile), blocks, tile.threads, scalars), flat
 
 
-def forward(x, weight, bias, geometry: Geometry, precision: str):
-    """conv_transpose on CuPy arrays; returns the output in the user's shape.
+def _launch(plan: _Launch, arrays: tuple) -> None:
+    _function(plan.file, plan.name)((plan.blocks,), (plan.threads,), arrays + plan.scalars)
+
+
+def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str) -> None:
+    index = _kernels.index_type(source4.size, out4.size, weight.size)
+    plan, flat = _gemm_plan(geometry, pass_name, numpy.dtype(out4.dtype).name, index)
+    _launch(plan, (source4, weight, bias, out4, _phase_table(flat)))  # bias None: a null pointer
+
+
+def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
+    """conv_transpose on CuPy arrays; returns the output in the user's shape
+    (written into `out` when given).
 
     Both precisions currently run the float32 SIMT kernels, which meet the
     "highest" accuracy; "tf32" only permits TF32 and never makes results worse.
     """
     with x.device:
-        out4 = cupy.empty(geometry.output_shape4, dtype=x.dtype)
+        out4 = _output(out, geometry.output_shape4, x.dtype)
         if out4.size:
             x4 = _contiguous4(x, geometry.input_shape4)
             weight = cupy.ascontiguousarray(weight)
             bias = cupy.ascontiguousarray(bias) if bias is not None else None
-            _launch_gemm(
-                x4, weight, bias, out4, geometry, _kernels.forward_phases(geometry),
-                red_channels=geometry.in_channels_per_group,
-                out_channels=geometry.out_channels_per_group,
-                w_strides=_kernels.gemm_weight_strides(geometry, "forward"),
-            )  # fmt: skip
+            _gemm(x4, weight, bias, out4, geometry, "forward")
         return out4.reshape(geometry.output_shape)
 
 
-def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str):
-    """(grad_input, grad_weight, grad_bias) on CuPy arrays, None where masked."""
+def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out=(None, None, None)):
+    """(grad_input, grad_weight, grad_bias) on CuPy arrays, None where masked;
+    each written into the matching entry of `out` when that is given."""
     want_input, want_weight, want_bias = output_mask
     with grad_output.device:
         gy4 = _contiguous4(grad_output, geometry.output_shape4)
         grad_input = grad_weight = grad_bias = None
         if want_input:
-            grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry)
+            grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, out[0])
         if want_weight:
-            grad_weight = _grad_weight(gy4, _contiguous4(x, geometry.input_shape4), geometry)
+            grad_weight = _grad_weight(gy4, _contiguous4(x, geometry.input_shape4), geometry, out[1])
         if want_bias:
-            grad_bias = _grad_bias(gy4, geometry)
+            grad_bias = _grad_bias(gy4, geometry, out[2])
         return grad_input, grad_weight, grad_bias
 
 
-def _grad_input(gy4, weight, geometry: Geometry):
-    grad4 = cupy.empty(geometry.input_shape4, dtype=gy4.dtype)
+def _grad_input(gy4, weight, geometry: Geometry, out=None):
+    grad4 = _output(out, geometry.input_shape4, gy4.dtype)
     if grad4.size:
-        _launch_gemm(
-            gy4, weight, None, grad4, geometry, _kernels.grad_input_phases(geometry),
-            red_channels=geometry.out_channels_per_group,
-            out_channels=geometry.in_channels_per_group,
-            w_strides=_kernels.gemm_weight_strides(geometry, "grad_input"),
-        )  # fmt: skip
+        _gemm(gy4, weight, None, grad4, geometry, "grad_input")
     return grad4.reshape(geometry.user_shape(geometry.input_shape4))
 
 
-def _splits(independent_blocks: int, positions: int, min_positions: int) -> int:
+def _splits(independent_blocks: int, positions: int, min_positions: int, multiprocessors: int) -> int:
     """How many pieces to cut a reduction of `positions` into: enough blocks to
     keep every multiprocessor busy, none shorter than min_positions."""
-    wanted = -(-4 * _multiprocessors() // max(independent_blocks, 1))
+    wanted = -(-4 * multiprocessors // max(independent_blocks, 1))
     return max(1, min(wanted, positions // max(min_positions, 1)))
 
 
-def _sum_splits(workspace, out, count: int, splits: int):
-    dtype = numpy.dtype(out.dtype).name
-    blocks = max(1, min(-(-count // _kernels.REDUCE_THREADS), 8 * _multiprocessors()))
-    _function("grad_weight.cu", _kernels.sum_splits_name(dtype))(
-        (blocks,), (_kernels.REDUCE_THREADS,), (workspace, out, _i64(count), _i32(splits))
-    )
+def _sum_splits_plan(dtype: str, count: int, splits: int, multiprocessors: int) -> _Launch:
+    blocks = max(1, min(-(-count // _kernels.REDUCE_THREADS), 8 * multiprocessors))
+    return _Launch("grad_weight.cu", _kernels.sum_splits_name(dtype), blocks, _kernels.REDUCE_THREADS, (_i64(count), _i32(splits)))
 
 
-def _grad_weight(gy4, x4, geometry: Geometry):
-    dtype = numpy.dtype(gy4.dtype).name
-    grad = cupy.empty(geometry.weight_shape4, dtype=gy4.dtype)
+@functools.lru_cache(maxsize=1024)
+def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int):
+    """(grad_weight_partial launch, workspace shape, sum_splits launch)."""
     rows = geometry.in_channels_per_group
     kernel_h, kernel_w = geometry.kernel
     columns = geometry.out_channels_per_group * kernel_h * kernel_w
-    positions = x4.size // geometry.in_channels  # batch * H * W
-    if positions == 0:  # empty batch: the sum over nothing
-        grad[...] = 0
-        return grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
+    positions = geometry.batch * geometry.in_size[0] * geometry.in_size[1]
     tile = _kernels.pick_tile(_kernels.GRAD_WEIGHT_TILES, rows)
     m_tiles = -(-rows // tile.bm)
     col_tiles = -(-columns // tile.bn)
-    splits = _splits(m_tiles * col_tiles * geometry.groups, positions, 32 * tile.bk)
+    splits = _splits(m_tiles * col_tiles * geometry.groups, positions, 32 * tile.bk, multiprocessors)
     per_split = -(-positions // splits)
     per_split = -(-per_split // tile.bk) * tile.bk
     splits = -(-positions // per_split)
-    workspace = cupy.empty((splits,) + grad.shape, dtype=numpy.float64)  # reductions sum in double
-    index = _kernels.index_type(x4.size, gy4.size, workspace.size)
-    blocks = _blocks_for(m_tiles * col_tiles * splits * geometry.groups)
+    workspace_shape = (splits,) + geometry.weight_shape4  # reductions sum in double
     (sh, sw), (ph, pw), (dh, dw) = geometry.stride, geometry.padding, geometry.dilation
-    batch, _, in_h, in_w = x4.shape
-    _, _, out_h, out_w = gy4.shape
-    _function("grad_weight.cu", _kernels.grad_weight_name(dtype, index, tile))(
-        (blocks,),
-        (tile.threads,),
-        (
-            x4, gy4, workspace, _i32(batch), _i32(geometry.groups),
-            _i32(rows), _i32(geometry.out_channels_per_group),
-            _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w), _i32(kernel_h), _i32(kernel_w),
-            _i32(sh), _i32(sw), _i32(ph), _i32(pw), _i32(dh), _i32(dw),
-            _i64(per_split), _i32(splits), _i32(m_tiles), _i32(col_tiles),
-        ),
+    batch, _, in_h, in_w = geometry.input_shape4
+    _, _, out_h, out_w = geometry.output_shape4
+    scalars = (
+        _i32(batch), _i32(geometry.groups), _i32(rows), _i32(geometry.out_channels_per_group),
+        _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w), _i32(kernel_h), _i32(kernel_w),
+        _i32(sh), _i32(sw), _i32(ph), _i32(pw), _i32(dh), _i32(dw),
+        _i64(per_split), _i32(splits), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
-    _sum_splits(workspace, grad, grad.size, splits)
+    blocks = _blocks_for(m_tiles * col_tiles * splits * geometry.groups)
+    partial = _Launch("grad_weight.cu", _kernels.grad_weight_name(dtype, index, tile), blocks, tile.threads, scalars)
+    count = math.prod(geometry.weight_shape4)
+    return partial, workspace_shape, _sum_splits_plan(dtype, count, splits, multiprocessors)
+
+
+def _grad_weight(gy4, x4, geometry: Geometry, out=None):
+    dtype = numpy.dtype(gy4.dtype).name
+    grad = _output(out, geometry.weight_shape4, gy4.dtype)
+    if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:  # empty batch: the sum over nothing
+        grad[...] = 0
+    elif grad.size:
+        multiprocessors = _multiprocessors()
+        partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, "int", multiprocessors)
+        index = _kernels.index_type(x4.size, gy4.size, math.prod(workspace_shape))
+        if index != "int":  # the split count does not depend on the index type
+            partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, index, multiprocessors)
+        workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
+        _launch(partial, (x4, gy4, workspace))
+        _launch(finish, (workspace, grad))
     return grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
 
 
-def _grad_bias(gy4, geometry: Geometry):
-    dtype = numpy.dtype(gy4.dtype).name
+@functools.lru_cache(maxsize=1024)
+def _grad_bias_plan(geometry: Geometry, dtype: str, multiprocessors: int):
+    """(grad_bias_partial launch, workspace shape, sum_splits launch)."""
     channels = geometry.out_channels
-    grad = cupy.empty((channels,), dtype=gy4.dtype)
-    batch = geometry.batch
     plane = geometry.out_size[0] * geometry.out_size[1]
-    total = batch * plane
-    if total == 0:
-        grad[...] = 0
-        return grad
-    splits = _splits(channels, total, 16 * _kernels.BIAS_THREADS)
+    total = geometry.batch * plane
+    splits = _splits(channels, total, 16 * _kernels.BIAS_THREADS, multiprocessors)
     per_split = -(-total // splits)
     splits = -(-total // per_split)
-    workspace = cupy.empty((splits, channels), dtype=numpy.float64)
-    _function("grad_weight.cu", _kernels.grad_bias_name(dtype))(
-        (_blocks_for(channels * splits),),
-        (_kernels.BIAS_THREADS,),
-        (gy4, workspace, _i32(batch), _i32(channels), _i64(plane), _i64(per_split), _i32(splits)),
-    )
-    _sum_splits(workspace, grad, channels, splits)
-    return grad
+    scalars = (_i32(geometry.batch), _i32(channels), _i64(plane), _i64(per_split), _i32(splits))
+    partial = _Launch("grad_weight.cu", _kernels.grad_bias_name(dtype), _blocks_for(channels * splits), _kernels.BIAS_THREADS, scalars)
+    return partial, (splits, channels), _sum_splits_plan(dtype, channels, splits, multiprocessors)
 
+
+def _grad_bias(gy4, geometry: Geometry, out=None):
+    grad = _output(out, (geometry.out_channels,), gy4.dtype)
+    if geometry.batch * geometry.out_size[0] * geometry.out_size[1] == 0:
+        grad[...] = 0
+    elif grad.size:
+        partial, workspace_shape, finish = _grad_bias_plan(geometry, numpy.dtype(gy4.dtype).name, _multiprocessors())
+        workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
+        _launch(partial, (gy4, workspace))
+        _launch(finish, (workspace, grad))
+    return grad
