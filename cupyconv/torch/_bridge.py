@@ -1,0 +1,104 @@
+"""torch tensors in, cupyconv's CUDA kernels, torch tensors out.
+
+Zero-copy through DLPack: the inputs and the outputs (plain torch tensors,
+allocated here) are seen by the kernels as CuPy views.  While cupyconv runs,
+CuPy's current device is the tensors' device, its current stream is torch's
+current stream on that device (so no work ever lands on another stream
+behind torch's back, and the DLPack exchanges need no synchronisation), and
+its allocator, for the kernels' workspaces, is torch's caching allocator (so
+all memory is torch's, counted and reused by torch, none held in a second
+pool).
+
+bfloat16 crosses DLPack as int16 bits, viewed as bfloat16 on the CuPy side:
+that works whatever DLPack dtype support the installed CuPy has.
+"""
+
+import contextlib
+import functools
+
+import cupy
+import ml_dtypes
+import numpy
+import torch
+
+from .. import _cuda
+
+_BFLOAT16 = numpy.dtype(ml_dtypes.bfloat16)
+
+
+class _StreamHandle:
+    """A bare cudaStream_t speaking the CUDA stream protocol."""
+
+    def __init__(self, pointer: int):
+        self.pointer = pointer
+
+    def __cuda_stream__(self):
+        return (0, self.pointer)
+
+
+@functools.lru_cache(maxsize=64)
+def _cupy_stream(pointer: int, device_index: int):
+    """CuPy's handle on one torch stream (by its cudaStream_t); made while
+    CuPy's current device is the stream's device."""
+    if hasattr(cupy.cuda.Stream, "from_external"):  # CuPy >= 14 (ExternalStream is deprecated there)
+        return cupy.cuda.Stream.from_external(_StreamHandle(pointer))
+    return cupy.cuda.ExternalStream(pointer, device_index)
+
+
+def _torch_malloc(device: torch.device, size: int):
+    """A CuPy allocator drawing from torch's caching allocator: a uint8 tensor,
+    kept alive by the CuPy memory that wraps it, on torch's current stream."""
+    block = torch.empty(size, dtype=torch.uint8, device=device)
+    memory = cupy.cuda.UnownedMemory(block.data_ptr(), size, block, device_id=device.index)
+    return cupy.cuda.MemoryPointer(memory, 0)
+
+
+@contextlib.contextmanager
+def _on_torch_stream(device: torch.device):
+    stream = torch.cuda.current_stream(device)
+    with cupy.cuda.Device(device.index), _cupy_stream(stream.cuda_stream, device.index):
+        with cupy.cuda.using_allocator(functools.partial(_torch_malloc, device)):
+            yield
+
+
+def to_cupy(tensor: torch.Tensor):
+    # Autograd is torch's business, outside this call: export the data alone.
+    # contiguous() is a no-op unless strided (an expanded grad_output, say).
+    tensor = tensor.detach().contiguous()
+    bfloat16 = tensor.dtype == torch.bfloat16
+    if bfloat16:
+        tensor = tensor.view(torch.int16)
+    # stream=-1: both sides are on the same stream, so no synchronisation (and
+    # none of the per-call stream and event objects that negotiating it costs).
+    array = cupy.from_dlpack(tensor.__dlpack__(stream=-1))
+    return array.view(_BFLOAT16) if bfloat16 else array
+
+
+def _empty(shape, like: torch.Tensor) -> torch.Tensor:
+    """An output tensor (on torch's current stream)."""
+    return torch.empty(shape, dtype=like.dtype, device=like.device)
+
+
+def forward(input, weight, bias, geometry, precision: str) -> torch.Tensor:
+    with _on_torch_stream(input.device):
+        # The output is an ordinary torch tensor that the kernels write into.
+        output = _empty(geometry.output_shape, input)
+        x, w = to_cupy(input), to_cupy(weight)
+        b = None if bias is None else to_cupy(bias)
+        _cuda.forward(x, w, b, geometry, precision, out=to_cupy(output))
+        return output
+
+
+def backward(grad_output, input, weight, geometry, output_mask, precision: str):
+    want_input, want_weight, want_bias = output_mask
+    with _on_torch_stream(input.device):
+        grads = (
+            _empty(input.shape, input) if want_input else None,
+            _empty(weight.shape, input) if want_weight else None,
+            _empty((geometry.out_channels,), input) if want_bias else None,
+        )
+        gy = to_cupy(grad_output)
+        x = to_cupy(input) if want_weight else None
+        w = to_cupy(weight) if want_input else None
+        _cuda.backward(gy, x, w, geometry, output_mask, precision, out=tuple(None if g is None else to_cupy(g) for g in grads))
+        return grads

@@ -1,0 +1,297 @@
+"""The functional adapter: argument handling, the operator and its autograd.
+
+Layers, outermost first:
+
+* ``conv_transpose1d/2d`` (public): torch's signature.  They check argument
+  types, turn int-or-tuple arguments into lists, apply autocast the way torch's
+  own conv_transpose does, pick the float32 precision from
+  ``torch.backends.cudnn.allow_tf32``, and call the operator.
+* the operator ``cupyconv::conv_transpose`` (a ``torch.library.custom_op`` on
+  torch >= 2.4, else ``_Function``) and its backward operator
+  ``cupyconv::conv_transpose_backward``.  Their implementations validate the
+  shapes (raising before anything runs), then run cupyconv's kernels on CUDA
+  tensors of a supported dtype (``_bridge``) and torch's own operator on
+  anything else.
+"""
+
+import functools
+import operator
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from .. import _geometry
+
+__all__ = ["conv_transpose1d", "conv_transpose2d", "ArgumentError"]
+
+# torch.library.custom_op (with register_fake and register_autograd) arrived in
+# torch 2.4; older torch runs the autograd.Function below.  Tests flip
+# _use_custom_op to exercise the fallback on a new torch too.
+HAS_CUSTOM_OP = hasattr(torch.library, "custom_op")
+_use_custom_op = HAS_CUSTOM_OP
+
+_KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+class ArgumentError(RuntimeError, ValueError):
+    """A bad argument value or shape.  It is a RuntimeError, the type torch's
+    own convolutions raise, and a ValueError, the type cupyconv raises."""
+
+
+# --------------------------------------------------------------------------
+# Argument handling shared by every layer.
+
+
+def _int(function: str, name: str, value) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{function}(): {name} must be an int, got bool")
+    if isinstance(value, int):
+        return value
+    try:
+        return operator.index(value)  # NumPy integers and the like
+    except TypeError:
+        raise TypeError(f"{function}(): {name} must be an int, got {type(value).__name__}") from None
+
+
+def _int_list(function: str, name: str, value, n: int) -> List[int]:
+    """An int or a sequence of n ints, as a list of n ints (torch's rules)."""
+    if isinstance(value, (tuple, list)):
+        values = [_int(function, name, v) for v in value]
+        if len(values) != n:
+            raise ArgumentError(
+                f"{function}(): expected {name} to be a single integer value or a list of {n} values "
+                f"to match the convolution dimensions, but got {name}={values}"
+            )
+        return values
+    return [_int(function, name, value)] * n
+
+
+def _check_tensor(function: str, name: str, value, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, torch.Tensor):
+        kind = "a Tensor or None" if optional else "a Tensor"
+        raise TypeError(f"{function}(): {name} must be {kind}, got {type(value).__name__}")
+
+
+def _check_same(input: torch.Tensor, named: Sequence[Tuple[str, Optional[torch.Tensor]]]) -> None:
+    for name, tensor in named:
+        if tensor is None:
+            continue
+        if tensor.device != input.device:
+            raise ArgumentError(f"{name} is on {tensor.device} but input is on {input.device}: put them on one device")
+        if tensor.dtype != input.dtype:
+            raise ArgumentError(f"{name} has dtype {tensor.dtype} but input has dtype {input.dtype}: they must match")
+
+
+# make_geometry is pure: remember its answers for the real (eager) calls,
+# whose shapes are plain ints.  Fake tensors may carry symbolic sizes, which
+# do not hash, so the fake implementations call it directly.
+_cached_geometry = functools.lru_cache(maxsize=1024)(_geometry.make_geometry)
+
+
+def _geometry_of(input, weight, bias, stride, padding, output_padding, groups, dilation, fake=False) -> _geometry.Geometry:
+    """cupyconv's checks of every shape and size, raising ArgumentError."""
+    make = _geometry.make_geometry if fake else _cached_geometry
+    try:
+        return make(
+            len(stride), tuple(input.shape), tuple(weight.shape), None if bias is None else tuple(bias.shape),
+            tuple(stride), tuple(padding), tuple(output_padding), groups, tuple(dilation),
+        )  # fmt: skip
+    except ValueError as error:
+        raise ArgumentError(str(error)) from None
+
+
+def _runs_on_kernels(input: torch.Tensor) -> bool:
+    return input.is_cuda and input.dtype in _KERNEL_DTYPES
+
+
+# --------------------------------------------------------------------------
+# The implementations behind the operators (custom_op or autograd.Function).
+
+
+def _forward_impl(input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
+    _check_same(input, (("weight", weight), ("bias", bias)))
+    geometry = _geometry_of(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    if not _runs_on_kernels(input):
+        torch_op = F.conv_transpose1d if len(stride) == 1 else F.conv_transpose2d
+        return torch_op(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    from . import _bridge
+
+    return _bridge.forward(input, weight, bias, geometry, precision)
+
+
+def _forward_fake(input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
+    _check_same(input, (("weight", weight), ("bias", bias)))
+    geometry = _geometry_of(input, weight, bias, stride, padding, output_padding, groups, dilation, fake=True)
+    return input.new_empty(geometry.output_shape)
+
+
+def _torch_backward(grad_output, input, weight, geometry, stride, padding, output_padding, groups, dilation, output_mask):
+    """torch's own gradients (aten.convolution_backward wants a batch axis)."""
+    batched = geometry.batched
+    gy = grad_output if batched else grad_output.unsqueeze(0)
+    x = input if batched else input.unsqueeze(0)
+    bias_sizes = [geometry.out_channels] if output_mask[2] else None
+    grad_input, grad_weight, grad_bias = torch.ops.aten.convolution_backward(
+        gy, x, weight, bias_sizes, stride, padding, dilation, True, output_padding, groups, list(output_mask)
+    )
+    if grad_input is not None and not batched:
+        grad_input = grad_input.squeeze(0)
+    return grad_input, grad_weight, grad_bias
+
+
+def _backward_impl(grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision):
+    """(grad_input, grad_weight, grad_bias); a masked gradient is an empty tensor
+    (an operator's outputs cannot be None)."""
+    _check_same(input, (("grad_output", grad_output), ("weight", weight)))
+    geometry = _geometry_of(input, weight, None, stride, padding, output_padding, groups, dilation)
+    _check_grad_output(geometry, grad_output)
+    mask = tuple(bool(m) for m in output_mask)
+    if _runs_on_kernels(input):
+        from . import _bridge
+
+        grads = _bridge.backward(grad_output, input, weight, geometry, mask, precision)
+    else:
+        grads = _torch_backward(grad_output, input, weight, geometry, stride, padding, output_padding, groups, dilation, mask)
+    return tuple(grad if grad is not None else grad_output.new_empty(0) for grad in grads)
+
+
+def _backward_fake(grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision):
+    _check_same(input, (("grad_output", grad_output), ("weight", weight)))
+    geometry = _geometry_of(input, weight, None, stride, padding, output_padding, groups, dilation, fake=True)
+    _check_grad_output(geometry, grad_output)
+    shapes = (input.shape, weight.shape, (geometry.out_channels,))
+    return tuple(grad_output.new_empty(shape if wanted else (0,)) for shape, wanted in zip(shapes, output_mask))
+
+
+def _check_grad_output(geometry, grad_output) -> None:
+    try:
+        _geometry.check_grad_output(geometry, tuple(grad_output.shape))
+    except ValueError as error:
+        raise ArgumentError(str(error)) from None
+
+
+def _output_mask(ctx, has_bias: bool) -> List[bool]:
+    needs = ctx.needs_input_grad
+    return [bool(needs[0]), bool(needs[1]), bool(has_bias and needs[2])]
+
+
+def _gradients(grads, mask, n_inputs: int):
+    """The backward result for autograd: None where a gradient was not wanted."""
+    return tuple(grad if wanted else None for grad, wanted in zip(grads, mask)) + (None,) * (n_inputs - 3)
+
+
+# --------------------------------------------------------------------------
+# The operators.
+
+_FORWARD_SCHEMA = (
+    "(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] output_padding, "
+    "int groups, int[] dilation, str precision) -> Tensor"
+)
+_BACKWARD_SCHEMA = (
+    "(Tensor grad_output, Tensor input, Tensor weight, int[] stride, int[] padding, int[] output_padding, "
+    "int groups, int[] dilation, bool[] output_mask, str precision) -> (Tensor, Tensor, Tensor)"
+)
+
+if HAS_CUSTOM_OP:
+    _backward_op = torch.library.custom_op(
+        "cupyconv::conv_transpose_backward", _backward_impl, mutates_args=(), schema=_BACKWARD_SCHEMA
+    )
+    _backward_op.register_fake(_backward_fake)
+
+    _forward_op = torch.library.custom_op("cupyconv::conv_transpose", _forward_impl, mutates_args=(), schema=_FORWARD_SCHEMA)
+    _forward_op.register_fake(_forward_fake)
+
+    def _setup_context(ctx, inputs, output):
+        input, weight, bias, stride, padding, output_padding, groups, dilation, precision = inputs
+        ctx.save_for_backward(input, weight)
+        ctx.arguments = (stride, padding, output_padding, groups, dilation)
+        ctx.precision = precision
+        ctx.has_bias = bias is not None
+
+    def _backward(ctx, grad_output):
+        input, weight = ctx.saved_tensors
+        mask = _output_mask(ctx, ctx.has_bias)
+        grads = _backward_op(grad_output, input, weight, *ctx.arguments, mask, ctx.precision)
+        return _gradients(grads, mask, 9)
+
+    _forward_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _Function(torch.autograd.Function):
+    """The operator for torch < 2.4 (no torch.library.custom_op): the same
+    implementations, wired into autograd by hand."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
+        ctx.save_for_backward(input, weight)
+        ctx.arguments = (stride, padding, output_padding, groups, dilation)
+        ctx.precision = precision
+        ctx.has_bias = bias is not None
+        return _forward_impl(input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight = ctx.saved_tensors
+        mask = _output_mask(ctx, ctx.has_bias)
+        grads = _backward_impl(grad_output, input, weight, *ctx.arguments, mask, ctx.precision)
+        return _gradients(grads, mask, 9)
+
+
+# --------------------------------------------------------------------------
+# Autocast, as torch applies it to its own conv_transpose ("lower precision"
+# list): floating tensors other than float64 are cast to the autocast dtype.
+
+
+def _autocast_dtype(device_type: str) -> Optional[torch.dtype]:
+    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
+        if device_type in ("cuda", "cpu") and torch.is_autocast_enabled(device_type):
+            return torch.get_autocast_dtype(device_type)
+        return None
+    if device_type == "cuda" and torch.is_autocast_enabled():
+        return torch.get_autocast_gpu_dtype()
+    if device_type == "cpu" and torch.is_autocast_cpu_enabled():
+        return torch.get_autocast_cpu_dtype()
+    return None
+
+
+def _autocast(tensors, device_type: str):
+    dtype = _autocast_dtype(device_type)
+    if dtype is None:
+        return tensors
+    return tuple(
+        t.to(dtype) if t is not None and t.is_floating_point() and t.dtype != torch.float64 and t.device.type == device_type else t
+        for t in tensors
+    )
+
+
+def _conv_transpose(function, dims, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    _check_tensor(function, "input", input)
+    _check_tensor(function, "weight", weight)
+    _check_tensor(function, "bias", bias, optional=True)
+    stride = _int_list(function, "stride", stride, dims)
+    padding = _int_list(function, "padding", padding, dims)
+    output_padding = _int_list(function, "output_padding", output_padding, dims)
+    dilation = _int_list(function, "dilation", dilation, dims)
+    groups = _int(function, "groups", groups)
+    input, weight, bias = _autocast((input, weight, bias), input.device.type)
+    tf32 = input.dtype == torch.float32 and input.is_cuda and torch.backends.cudnn.allow_tf32
+    precision = "tf32" if tf32 else "highest"
+    arguments = (input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
+    if _use_custom_op:
+        return torch.ops.cupyconv.conv_transpose(*arguments)
+    return _Function.apply(*arguments)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """``torch.nn.functional.conv_transpose1d`` on cupyconv's kernels: input
+    (N, C_in, L) or (C_in, L), weight (C_in, C_out // groups, K), bias (C_out,)."""
+    return _conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """``torch.nn.functional.conv_transpose2d`` on cupyconv's kernels: input
+    (N, C_in, H, W) or (C_in, H, W), weight (C_in, C_out // groups, KH, KW)."""
+    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups, dilation)
