@@ -1,0 +1,202 @@
+"""The PyTorch adapter on a GPU: accuracy over the whole sweep in every dtype,
+streams, memory and devices.
+
+Accuracy is judged as in test_gpu.py: against the longdouble oracle, within
+twice torch's own error on the same inputs in the same dtype and TF32 setting
+(never asked to beat one unit roundoff), and float32 with TF32 off under 1e-5.
+Every allocation the adapter makes is filled with 0xFF bytes (NaN) first, so
+an output element no kernel writes fails.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+from oracle import MODES, bound, exact_backward, exact_forward, numpy_dtype  # noqa: E402
+from sweep import CASES, relative_error  # noqa: E402
+
+HAVE_CUDA = torch.cuda.is_available()
+if os.environ.get("CUPYCONV_REQUIRE_GPU") == "1" and not HAVE_CUDA:
+    raise RuntimeError("CUPYCONV_REQUIRE_GPU=1 but torch sees no CUDA GPU")
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_CUDA, reason="needs a CUDA GPU")]
+
+if HAVE_CUDA:
+    import cupy
+
+    import cupyconv.torch as ct
+    from cupyconv.torch import _bridge
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Fill every output and workspace the adapter allocates with 0xFF bytes
+    (NaN in every float dtype) on the current stream."""
+    allocate, empty = _bridge._torch_malloc, _bridge._empty
+
+    def poisoned_malloc(device, size):
+        memory = allocate(device, size)
+        if size:
+            cupy.cuda.runtime.memsetAsync(memory.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
+        return memory
+
+    def poisoned_empty(shape, like):
+        tensor = empty(shape, like)
+        tensor.view(torch.uint8).fill_(0xFF)
+        return tensor
+
+    monkeypatch.setattr(_bridge, "_torch_malloc", poisoned_malloc)
+    monkeypatch.setattr(_bridge, "_empty", poisoned_empty)
+
+
+@pytest.fixture
+def tf32(request):
+    previous = torch.backends.cudnn.allow_tf32
+    yield lambda on: setattr(torch.backends.cudnn, "allow_tf32", on)
+    torch.backends.cudnn.allow_tf32 = previous
+
+
+def _functions(case):
+    return (ct.conv_transpose1d, F.conv_transpose1d) if case.dims == 1 else (ct.conv_transpose2d, F.conv_transpose2d)
+
+
+def _cuda(array, dtype, grad=False):
+    if array is None:
+        return None
+    tensor = torch.from_numpy(array).to("cuda", getattr(torch, dtype))
+    return tensor.requires_grad_() if grad else tensor
+
+
+def _check(actual, oracle, dtype, precision, torch_error, what):
+    assert actual.dtype == getattr(torch, dtype) and tuple(actual.shape) == oracle.shape, what
+    host = actual.detach().double().cpu().numpy()
+    assert not numpy.isnan(host).any(), f"{what}: unwritten (NaN) elements"
+    error = relative_error(host, oracle)
+    if dtype == "float32" and precision == "highest":
+        assert error < 1e-5, f"{what}: relative error {error:.3g}"
+    assert error <= bound(dtype, torch_error), f"{what}: error {error:.3g} vs torch {torch_error:.3g}"
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_forward_and_gradients(case, mode, poisoned, tf32):
+    dtype, precision = mode
+    tf32(precision == "tf32")
+    rng = numpy.random.default_rng(30)
+    x, w, b = case.arrays(rng, numpy_dtype(dtype))
+    oracle = exact_forward(case, x, w, b)
+    gy = rng.standard_normal(oracle.shape).astype(numpy_dtype(dtype)).astype(numpy.float64)
+    oracles = exact_backward(case, gy, x, w)
+    ours, theirs = _functions(case)
+    results = {}
+    for name, fn in (("ours", ours), ("torch", theirs)):
+        xt, wt, bt = _cuda(x, dtype, True), _cuda(w, dtype, True), _cuda(b, dtype, True)
+        y = fn(xt, wt, bt, **case.kwargs)
+        grads = torch.autograd.grad(y, [xt, wt] + ([bt] if bt is not None else []), _cuda(gy, dtype))
+        results[name] = (y, grads)
+    torch.cuda.synchronize()
+    y, grads = results["ours"]
+    y_ref, grads_ref = results["torch"]
+    _check(y, oracle, dtype, precision, relative_error(y_ref.detach().double().cpu().numpy(), oracle), "output")
+    for what, grad, grad_ref, grad_oracle in zip(("grad_input", "grad_weight", "grad_bias"), grads, grads_ref, oracles):
+        _check(grad, grad_oracle, dtype, precision, relative_error(grad_ref.double().cpu().numpy(), grad_oracle), what)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_wide_channels", "2d_groups_dilation")], ids=str)
+def test_gradients_are_bitwise_deterministic(case):
+    x, w, b = case.arrays(numpy.random.default_rng(31), numpy.float32)
+    ours, _ = _functions(case)
+    runs = []
+    for _ in range(4):
+        xt, wt, bt = _cuda(x, "float32", True), _cuda(w, "float32", True), _cuda(b, "float32", True)
+        y = ours(xt, wt, bt, **case.kwargs)
+        runs.append(torch.autograd.grad(y, [xt, wt, bt], torch.ones_like(y)))
+    for run in runs[1:]:
+        for a, b_ in zip(runs[0], run):
+            assert torch.equal(a, b_)
+
+
+def test_runs_on_torchs_current_stream(monkeypatch):
+    """Forward and backward launch on the stream torch has current (the
+    autograd engine makes the forward's stream current for backward)."""
+    from cupyconv import _cuda
+
+    seen = []
+    for name in ("forward", "backward"):
+        real = getattr(_cuda, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            seen.append((_name, cupy.cuda.get_current_stream().ptr, cupy.cuda.Device().id))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(_cuda, name, spy)
+    stream = torch.cuda.Stream()
+    x = torch.randn(2, 4, 9, device="cuda", requires_grad=True)
+    w = torch.randn(4, 3, 3, device="cuda", requires_grad=True)
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        y = ct.conv_transpose1d(x, w, stride=2)
+        y.sum().backward()
+    stream.synchronize()
+    assert seen == [("forward", stream.cuda_stream, 0), ("backward", stream.cuda_stream, 0)]
+    assert torch.cuda.current_stream().cuda_stream != stream.cuda_stream
+
+
+def test_waits_for_work_queued_before_it_on_the_stream():
+    """An input still being written on a busy non-default stream: the kernels,
+    queued behind it on that stream, read the finished values."""
+    stream = torch.cuda.Stream()
+    source = torch.randn(8, 64, 4096, device="cuda")
+    w = torch.randn(64, 32, 4, device="cuda")
+    expected = F.conv_transpose1d(source.double(), w.double(), stride=2)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream):
+        stale = torch.full_like(source, float("nan"))  # leave NaN in the block the input will reuse
+        del stale
+        torch.cuda._sleep(200_000_000)  # keep the stream busy for a while
+        x = source * 1.0  # written only once the sleep ends
+        y = ct.conv_transpose1d(x, w, stride=2)
+    stream.synchronize()
+    assert not torch.isnan(y).any()
+    assert relative_error(y.cpu().numpy(), expected.cpu().numpy()) < 1e-5
+
+
+def test_memory_comes_from_torchs_allocator():
+    x = torch.randn(4, 32, 2048, device="cuda")
+    w = torch.randn(32, 16, 3, device="cuda", requires_grad=True)
+    ct.conv_transpose1d(x, w, stride=2).sum().backward()  # compile and cache first
+    torch.cuda.synchronize()
+    pool = cupy.get_default_memory_pool()
+    cupy_before, torch_before = pool.used_bytes(), torch.cuda.memory_allocated()
+    y = ct.conv_transpose1d(x, w, stride=2)
+    assert torch.cuda.memory_allocated() - torch_before >= y.numel() * y.element_size()
+    del y
+    assert torch.cuda.memory_allocated() == torch_before
+    assert pool.used_bytes() == cupy_before  # nothing left in CuPy's own pool
+
+
+def test_half_and_bfloat16_cross_dlpack_as_views():
+    for dtype in (torch.bfloat16, torch.float16):
+        x = torch.randn(2, 4, 8, device="cuda").to(dtype)
+        array = _bridge.to_cupy(x)
+        assert array.data.ptr == x.data_ptr() and array.shape == tuple(x.shape) and array.dtype.itemsize == 2
+        assert numpy.array_equal(cupy.asnumpy(array).astype(numpy.float32), x.float().cpu().numpy())
+
+
+@pytest.mark.skipif(not HAVE_CUDA or torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_second_gpu():
+    with torch.cuda.device(0):
+        x = torch.randn(2, 4, 9, device="cuda:1", requires_grad=True)
+        w = torch.randn(4, 3, 3, device="cuda:1", requires_grad=True)
+        y = ct.conv_transpose1d(x, w, stride=2)
+        assert y.device == torch.device("cuda:1")
+        y.sum().backward()
+        assert x.grad.device == torch.device("cuda:1")
+        expected = F.conv_transpose1d(x.detach().cpu().double(), w.detach().cpu().double(), stride=2)
+        assert relative_error(y.detach().cpu().numpy(), expected.numpy()) < 1e-5
