@@ -18,7 +18,7 @@ import dataclasses
 import platform
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import numpy
 
@@ -230,6 +230,41 @@ def run_cpu_demo() -> str:
     return line
 
 
+def adapter_overhead(repeat: int) -> str:
+    """The torch adapter's cost per call on a tiny problem (X4's shape), where
+    launch and Python overheads are all there is: forward+backward through
+    cupyconv.torch and through torch, host (wall) and GPU time per call,
+    median of `repeat` calls after warm-up (cupyx.profiler.benchmark)."""
+    import torch
+    from cupyx.profiler import benchmark
+
+    import cupyconv.torch as ct
+
+    shape = "N1 Ci4 Co8 K3 L5"
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 4, 5, generator=gen).cuda().requires_grad_()
+    w = torch.randn(4, 8, 3, generator=gen).cuda().requires_grad_()
+    b = torch.randn(8, generator=gen).cuda().requires_grad_()
+    gy = torch.randn(1, 8, 7, generator=gen).cuda()
+    lines = [f"torch adapter overhead, {shape}, float32, median of {repeat} calls (us per call)",
+             "| path | forward host | forward GPU | forward+backward host | forward+backward GPU |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, fn in (("cupyconv.torch", ct.conv_transpose1d), ("torch", torch.nn.functional.conv_transpose1d)):
+
+        def forward():
+            with torch.no_grad():
+                fn(x, w, b)
+
+        def both():
+            torch.autograd.backward(fn(x, w, b), gy)
+
+        cells = []
+        for step in (forward, both):
+            result = benchmark(step, n_warmup=20, n_repeat=repeat)
+            cells += [f"{numpy.median(result.cpu_times) * 1e6:.1f}", f"{numpy.median(result.gpu_times[0]) * 1e6:.1f}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _environment() -> str:
     import cupy
 
@@ -270,6 +305,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=20, help="timed runs; the median is reported (default: %(default)s)")
     parser.add_argument("--no-torch", action="store_true", help="time cupyconv alone")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
+    parser.add_argument("--adapter", action="store_true",
+                        help="also time the torch adapter against torch on a tiny problem (per-call overhead)")  # fmt: skip
     args = parser.parse_args(argv)
 
     ids = list(PROBLEMS) if args.problems == "all" else [p.strip() for p in args.problems.split(",") if p.strip()]
@@ -286,6 +323,8 @@ def main(argv=None) -> int:
     print(_environment())
     rows = run_gpu([PROBLEMS[i] for i in ids], args.dtype, args.precision, args.warmup, args.repeat, not args.no_torch)
     table = format_table(rows)
+    if args.adapter:
+        table += "\n\n" + adapter_overhead(max(args.repeat, 200))
     print(table)
     if args.markdown:
         with open(args.markdown, "w") as f:
