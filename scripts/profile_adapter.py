@@ -102,3 +102,26 @@ for name, fn in steps.items():
         with torch.no_grad():
             t = per_call(fn)
     print(f"{t:9.1f} us  {name}")
+
+# Inside the forward+backward loop: how long the bridge's forward and backward
+# take there (the backward runs on autograd's device thread), against the loop.
+spent = {"forward": 0.0, "backward": 0.0}
+
+
+def _timed(name, fn):
+    def run(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[name] += time.perf_counter() - start
+
+    return run
+
+
+_bridge.forward, _bridge.backward = _timed("forward", _bridge.forward), _timed("backward", _bridge.backward)
+n = 400
+total = per_call(steps["adapter forward+backward (autograd)"], n)
+calls = n + 20
+print(f"{total:9.1f} us  adapter forward+backward, of which _bridge.forward {spent['forward'] / calls * 1e6:.1f} us"
+      f" and _bridge.backward {spent['backward'] / calls * 1e6:.1f} us")
