@@ -148,7 +148,7 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
         torch_ms = torch_error = None
         if torch is not None:
             tfn = torch.nn.functional.conv_transpose1d if problem.dims == 1 else torch.nn.functional.conv_transpose2d
-            xt, wt = torch.from_dlpack(x), torch.from_dlpack(w)
+            xt, wt = _as_torch(torch, x), _as_torch(torch, w)
             previous = torch.backends.cudnn.allow_tf32
             torch.backends.cudnn.allow_tf32 = precision == "tf32"
             try:
@@ -158,7 +158,7 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
             finally:
                 torch.backends.cudnn.allow_tf32 = previous
             exact = tfn(xt.double(), wt.double(), **problem.kwargs)
-            ours_error = _torch_relative_error(torch, torch.from_dlpack(y), exact)
+            ours_error = _torch_relative_error(torch, _as_torch(torch, y), exact)
             torch_error = _torch_relative_error(torch, yt, exact)
             del exact, yt, xt, wt
         else:
@@ -180,6 +180,13 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
         del x, w, y
         cupy.get_default_memory_pool().free_all_blocks()
     return rows
+
+
+def _as_torch(torch, array):
+    """A zero-copy torch view of a CuPy array (bfloat16 crosses DLPack as int16 bits)."""
+    if array.dtype == _cupy_dtype("bfloat16"):
+        return torch.from_dlpack(array.view(numpy.int16)).view(torch.bfloat16)
+    return torch.from_dlpack(array)
 
 
 def _torch_relative_error(torch, actual, exact) -> float:
