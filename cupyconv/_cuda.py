@@ -76,10 +76,34 @@ class _Launch(NamedTuple):
     scalars: tuple
 
 
+@cupy.memoize(for_each_device=True)
+def _compute_capability() -> int:
+    return int(cupy.cuda.Device().compute_capability)
+
+
+# float32 "highest": "simt" (FFMA) or "3xtf32" (three TF32 tensor-core products).
+FLOAT32_HIGHEST = "simt"
+
+
+def _tensor_core_passes(dtype: str, precision: str) -> int:
+    """How conv_mma should multiply: 1 (one TF32, FP16 or BF16 product), 3
+    (3xTF32), or 0 for the CUDA-core kernel (float64, float32 "highest" unless
+    FLOAT32_HIGHEST says otherwise, and GPUs before sm_80)."""
+    if _compute_capability() < 80:
+        return 0
+    if dtype in ("float16", "bfloat16"):
+        return 1
+    if dtype == "float32":
+        if precision == "tf32":
+            return 1
+        return 3 if FLOAT32_HIGHEST == "3xtf32" else 0
+    return 0
+
+
 @functools.lru_cache(maxsize=1024)
-def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str) -> Tuple[_Launch, tuple]:
-    """conv_gemm over every (group, phase, row tile, column tile), and its
-    phase table, for the forward pass or grad_input."""
+def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passes: int) -> Tuple[_Launch, tuple]:
+    """conv_gemm (passes 0) or conv_mma over every (group, phase, row tile,
+    column tile), and its phase table, for the forward pass or grad_input."""
     if pass_name == "forward":
         flat, phases_h, phases_w = _kernels.forward_phases(geometry)
         red_channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
@@ -89,7 +113,7 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str) -> Tu
         red_channels, out_channels = geometry.out_channels_per_group, geometry.in_channels_per_group
         source4, out4 = geometry.output_shape4, geometry.input_shape4
     w_strides = _kernels.gemm_weight_strides(geometry, pass_name)
-    tile = _kernels.pick_tile(_kernels.GEMM_TILES, out_channels)
+    tile = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, out_channels)
     counts = flat[0::9]
     cols_h, cols_w = max(counts[:phases_h]), max(counts[phases_h:])
     batch, _, in_h, in_w = source4
@@ -104,16 +128,18 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str) -> Tu
         _i64(w_strides[0]), _i64(w_strides[1]), _i64(w_strides[2]),
         _i32(cols_h), _i32(cols_w), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
-    return _Launch("conv_gemm.cu", _kernels.gemm_name(dtype, index, tile), blocks, tile.threads, scalars), flat
+    name = _kernels.mma_name(dtype, index, tile, passes) if passes else _kernels.gemm_name(dtype, index, tile)
+    return _Launch("conv_gemm.cu", name, blocks, tile.threads, scalars), flat
 
 
 def _launch(plan: _Launch, arrays: tuple) -> None:
     _function(plan.file, plan.name)((plan.blocks,), (plan.threads,), arrays + plan.scalars)
 
 
-def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str) -> None:
+def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
     index = _kernels.index_type(source4.size, out4.size, weight.size)
-    plan, flat = _gemm_plan(geometry, pass_name, numpy.dtype(out4.dtype).name, index)
+    dtype = numpy.dtype(out4.dtype).name
+    plan, flat = _gemm_plan(geometry, pass_name, dtype, index, _tensor_core_passes(dtype, precision))
     _launch(plan, (source4, weight, bias, out4, _phase_table(flat)))  # bias None: a null pointer
 
 
@@ -121,8 +147,8 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
     """conv_transpose on CuPy arrays; returns the output in the user's shape
     (written into `out` when given).
 
-    Both precisions currently run the float32 SIMT kernels, which meet the
-    "highest" accuracy; "tf32" only permits TF32 and never makes results worse.
+    float16 and bfloat16, and float32 with precision "tf32", run on tensor
+    cores (sm_80 and later); float32 "highest" and float64 on CUDA cores.
     """
     with x.device:
         out4 = _output(out, geometry.output_shape4, x.dtype)
@@ -130,7 +156,7 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
             x4 = _contiguous4(x, geometry.input_shape4)
             weight = cupy.ascontiguousarray(weight)
             bias = cupy.ascontiguousarray(bias) if bias is not None else None
-            _gemm(x4, weight, bias, out4, geometry, "forward")
+            _gemm(x4, weight, bias, out4, geometry, "forward", precision)
         return out4.reshape(geometry.output_shape)
 
 
@@ -142,7 +168,7 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
         gy4 = _contiguous4(grad_output, geometry.output_shape4)
         grad_input = grad_weight = grad_bias = None
         if want_input:
-            grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, out[0])
+            grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
         if want_weight:
             grad_weight = _grad_weight(gy4, _contiguous4(x, geometry.input_shape4), geometry, out[1])
         if want_bias:
@@ -150,10 +176,10 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
         return grad_input, grad_weight, grad_bias
 
 
-def _grad_input(gy4, weight, geometry: Geometry, out=None):
+def _grad_input(gy4, weight, geometry: Geometry, precision: str, out=None):
     grad4 = _output(out, geometry.input_shape4, gy4.dtype)
     if grad4.size:
-        _gemm(gy4, weight, None, grad4, geometry, "grad_input")
+        _gemm(gy4, weight, None, grad4, geometry, "grad_input", precision)
     return grad4.reshape(geometry.user_shape(geometry.input_shape4))
 
 

@@ -38,6 +38,25 @@ class Tile(NamedTuple):
         return (self.bm // self.tm) * (self.bn // self.tn)
 
 
+class MmaTile(NamedTuple):
+    """A conv_mma block tile: BM x BN, BK-deep slices, split over
+    WARPS_M x WARPS_N warps (each a (BM/WARPS_M) x (BN/WARPS_N) grid of m16n8
+    tensor-core fragments)."""
+
+    bm: int
+    bn: int
+    bk: int
+    warps_m: int
+    warps_n: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+
+# conv_mma tiles, chosen like GEMM_TILES by the GEMM's row count.
+MMA_TILES = (MmaTile(16, 128, 16, 1, 4), MmaTile(32, 128, 16, 2, 4), MmaTile(64, 128, 16, 2, 4))
+
 # conv_gemm tiles, chosen by the GEMM's row count (output channels per group):
 # wide rows reuse each input element across more FMAs; narrow ones waste less.
 GEMM_TILES = (Tile(16, 128, 16, 2, 4), Tile(32, 128, 8, 4, 4), Tile(64, 128, 8, 4, 8))
@@ -65,6 +84,11 @@ def gemm_name(dtype: str, index: str, tile: Tile) -> str:
     return f"conv_gemm<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {tile.bk}, {tile.tm}, {tile.tn}>"
 
 
+def mma_name(dtype: str, index: str, tile: MmaTile, passes: int) -> str:
+    t = tile
+    return f"conv_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}, {passes}>"
+
+
 def grad_weight_name(dtype: str, index: str, tile: Tile) -> str:
     return f"grad_weight_partial<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {tile.bk}, {tile.tm}, {tile.tn}>"
 
@@ -83,6 +107,8 @@ def all_instantiations() -> List[Tuple[str, str]]:
     for dtype in SUPPORTED_DTYPES:
         for index in INDEX_TYPES:
             names += [("conv_gemm.cu", gemm_name(dtype, index, t)) for t in GEMM_TILES]
+            for passes in (1, 3) if dtype == "float32" else (1,) if dtype in ("float16", "bfloat16") else ():
+                names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in MMA_TILES]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]
     return names
