@@ -8,6 +8,8 @@ import numpy
 
 from cupyconv import _geometry, reference
 
+from sweep import relative_error
+
 # (dtype name, precision): every dtype, and both float32 modes.
 MODES = [("float32", "highest"), ("float32", "tf32"), ("float64", "highest"), ("float16", "highest"), ("bfloat16", "highest")]
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
@@ -25,6 +27,31 @@ def bound(dtype_name, torch_error):
     """What a result may err by: twice torch's error on the same inputs in the
     same mode, never less than one unit roundoff (a correctly rounded result)."""
     return max(2.0 * torch_error, UNIT_ROUNDOFF[dtype_name])
+
+
+def round_tf32(a):
+    """float32 values rounded to TF32 (10 mantissa bits, to nearest with ties
+    away from zero: cvt.rna.tf32.f32), returned as float64."""
+    bits = numpy.asarray(a, dtype=numpy.float64).astype(numpy.float32).view(numpy.uint32)
+    bits = (bits + numpy.uint32(0x1000)) & numpy.uint32(0xFFFFE000)
+    return bits.view(numpy.float32).astype(numpy.float64)
+
+
+def ideal_tf32_errors(case, x, w, b, gy):
+    """The relative errors of an ideal TF32 computation (every multiplied
+    operand rounded to TF32, all else exact) of (output, grad_input,
+    grad_weight, grad_bias).
+
+    precision="tf32" permits exactly this rounding, but cuDNN computes small
+    problems in plain float32 even when TF32 is allowed, so its error there is
+    no yardstick for a TF32 result: in that mode a result may err by twice
+    the larger of torch's error and this one."""
+    r = round_tf32
+    rounded_output = exact_forward(case, r(x), r(w), b)
+    rounded_grads = exact_backward(case, r(gy), r(x), r(w))
+    errors = [relative_error(rounded_output, exact_forward(case, x, w, b))]
+    errors += [relative_error(g, e) for g, e in zip(rounded_grads, exact_backward(case, gy, x, w))]
+    return tuple(errors)
 
 
 def geometry_of(case):
