@@ -205,7 +205,7 @@ def format_table(rows: List[Row]) -> str:
     header = ["id", "problem", "dtype", "cupyconv ms", "torch ms", "speed-up", "GB/s", "TFLOP/s", "floor ms", "% of floor", "error", "torch error"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        mode = r.dtype if r.dtype != "float32" else f"float32 {r.precision}"
+        mode = mode_label(r.dtype, r.precision)
         torch_ms = f"{r.torch_ms:.3f}" if r.torch_ms is not None else "-"
         speedup = f"{r.torch_ms / r.ours_ms:.2f}x" if r.torch_ms is not None else "-"
         torch_error = f"{r.torch_error:.1e}" if r.torch_error is not None else "-"
@@ -272,6 +272,52 @@ def adapter_overhead(repeat: int) -> str:
     return "\n".join(lines)
 
 
+# Benchmark modes by name: (dtype, float32 precision); torch runs the same
+# dtype with cuDNN's TF32 flag set to match.
+MODES = {
+    "highest": ("float32", "highest"),
+    "tf32": ("float32", "tf32"),
+    "float16": ("float16", "highest"),
+    "bfloat16": ("bfloat16", "highest"),
+    "float64": ("float64", "highest"),
+}
+ALL_MODES = ("highest", "tf32", "float16", "bfloat16")
+
+
+def mode_label(dtype: str, precision: str) -> str:
+    return f"float32 {precision}" if dtype == "float32" else dtype
+
+
+def plot(rows: List[Row], path: str) -> None:
+    """A PNG bar chart, one panel per mode: the fraction of each problem's
+    floor that cupyconv and torch reach (floor time / measured time)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(dict.fromkeys((r.dtype, r.precision) for r in rows))
+    width = max(6.0, 0.7 * max(sum(1 for r in rows if (r.dtype, r.precision) == m) for m in modes) + 2)
+    fig, axes = plt.subplots(len(modes), 1, figsize=(width, 2.6 * len(modes)), squeeze=False)
+    for ax, mode in zip(axes[:, 0], modes):
+        mode_rows = [r for r in rows if (r.dtype, r.precision) == mode]
+        xs = numpy.arange(len(mode_rows))
+        ours = [r.floor_ms / r.ours_ms for r in mode_rows]
+        theirs = [r.floor_ms / r.torch_ms if r.torch_ms else 0.0 for r in mode_rows]
+        ax.bar(xs - 0.2, ours, 0.4, label="cupyconv")
+        ax.bar(xs + 0.2, theirs, 0.4, label="torch (cuDNN)")
+        ax.axhline(0.8, linestyle="--", color="gray", linewidth=0.8)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([r.problem.id for r in mode_rows])
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("fraction of floor")
+        ax.set_title(mode_label(*mode), fontsize=10)
+    axes[0, 0].legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _environment() -> str:
     import cupy
 
@@ -308,10 +354,13 @@ def main(argv=None) -> int:
                         help=f"comma-separated ids from {', '.join(PROBLEMS)}, or 'all' (default: %(default)s)")  # fmt: skip
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16", "float64"))
     parser.add_argument("--precision", default="highest", choices=("highest", "tf32"), help="float32 mode (torch's TF32 setting follows it)")
+    parser.add_argument("--modes", help=f"comma-separated from {', '.join(MODES)}, or 'all' ({', '.join(ALL_MODES)}): "
+                        "one table over every mode; overrides --dtype and --precision")  # fmt: skip
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=20, help="timed runs; the median is reported (default: %(default)s)")
     parser.add_argument("--no-torch", action="store_true", help="time cupyconv alone")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
+    parser.add_argument("--plot", metavar="FILE", help="also draw the fraction of the floor each side reaches (PNG)")
     parser.add_argument("--adapter", action="store_true",
                         help="also time the torch adapter against torch on a tiny problem (per-call overhead)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -320,6 +369,13 @@ def main(argv=None) -> int:
     unknown = [i for i in ids if i not in PROBLEMS]
     if unknown:
         parser.error(f"unknown problem ids {unknown}; choose from {list(PROBLEMS)}")
+    if args.modes:
+        names = list(ALL_MODES) if args.modes == "all" else [m.strip() for m in args.modes.split(",") if m.strip()]
+        if not names or any(m not in MODES for m in names):
+            parser.error(f"--modes takes names from {list(MODES)} or 'all', got {args.modes!r}")
+        modes = [MODES[m] for m in names]
+    else:
+        modes = [(args.dtype, args.precision)]
 
     if not _gpu_available():
         print("No CUDA GPU is available (or CuPy is not installed): the GPU benchmark cannot run here.")
@@ -328,8 +384,12 @@ def main(argv=None) -> int:
         return 0
 
     print(_environment())
-    rows = run_gpu([PROBLEMS[i] for i in ids], args.dtype, args.precision, args.warmup, args.repeat, not args.no_torch)
+    rows = []
+    for dtype, precision in modes:
+        rows += run_gpu([PROBLEMS[i] for i in ids], dtype, precision, args.warmup, args.repeat, not args.no_torch)
     table = format_table(rows)
+    if args.plot:
+        plot(rows, args.plot)
     if args.adapter:
         table += "\n\n" + adapter_overhead(max(args.repeat, 200))
     print(table)

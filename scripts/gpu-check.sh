@@ -9,9 +9,9 @@ export PYTHONUNBUFFERED=1 CUPYCONV_REQUIRE_GPU=1 PYTHONPATH="$PWD${PYTHONPATH:+:
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 python3 -m pytest tests -q -p no:cacheprovider -rf "$@" >"$OUT/tests.log" 2>&1
 tests_rc=$?
-python3 -m cupyconv bench --adapter --markdown "$OUT/bench.md" >"$OUT/bench.log" 2>&1
+python3 -m cupyconv bench --problems all --modes all --adapter --markdown "$OUT/bench.md" --plot "$OUT/bench.png" >"$OUT/bench.log" 2>&1
 bench_rc=$?
 echo "== failures (if any)"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
-echo "== bench (rc=$bench_rc)"; tail -n 16 "$OUT/bench.log"
+echo "== bench (rc=$bench_rc)"; tail -n 52 "$OUT/bench.log" | cut -d"|" -f2,4-7,11
 echo "== tests (rc=$tests_rc)"; tail -n 1 "$OUT/tests.log"
 exit $(( tests_rc != 0 || bench_rc != 0 ))

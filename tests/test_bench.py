@@ -1,0 +1,60 @@
+"""The benchmark's arithmetic and outputs, without a GPU: floors against the
+anchors the forward-performance issue lists, the Markdown table and the plot."""
+
+from __future__ import annotations
+
+import pytest
+
+from cupyconv import bench
+
+# Floors in ms from the issue's table (H100: copy 2.96 TB/s, TF32 404 TFLOP/s,
+# FP16 748, float32-accurate counted as three TF32 products).
+ANCHORS = {
+    "P1": (0.64, 0.54, 0.27),
+    "P2": (3.06, 1.45, 0.73),
+    "P3": (0.18, 0.18, 0.09),
+    "P4": (0.45, 0.45, 0.23),
+    "P5": (0.29, 0.29, 0.14),
+    "X1": (0.27, 0.27, 0.14),
+    "X2": (2.04, 0.68, 0.37),
+    "X3": (0.26, 0.10, 0.05),
+}
+
+
+@pytest.mark.parametrize("problem_id", sorted(ANCHORS))
+def test_floors_match_the_issue_anchors(problem_id):
+    problem = bench.PROBLEMS[problem_id]
+    computed = [bench.floor_seconds(problem, d, p) * 1e3 for d, p in (("float32", "highest"), ("float32", "tf32"), ("float16", "highest"))]
+    for value, anchor in zip(computed, ANCHORS[problem_id]):
+        assert value == pytest.approx(anchor, rel=0.06, abs=0.006)
+
+
+def _rows():
+    rows = []
+    for mode in ("highest", "float16"):
+        dtype, precision = bench.MODES[mode]
+        for i, problem_id in enumerate(("P1", "X4")):
+            problem = bench.PROBLEMS[problem_id]
+            floor = bench.floor_seconds(problem, dtype, precision) * 1e3
+            rows.append(bench.Row(problem, dtype, precision, floor * (2 + i), floor * 3, floor, 100.0, 1.0, 1e-7, 2e-7))
+    return rows
+
+
+def test_table_has_a_line_per_row():
+    table = bench.format_table(_rows()).splitlines()
+    assert table[0].startswith("| id | problem | dtype | cupyconv ms | torch ms | speed-up")
+    assert len(table) == 2 + 4
+    assert "| P1 | 1D N32 Ci32 Co64 K5 L131072 d3 | float32 highest |" in table[2]
+    assert "| 1.50x |" in table[2] and "| 50% |" in table[2]
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "floors.png"
+    bench.plot(_rows(), str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_modes_are_refused():
+    with pytest.raises(SystemExit):
+        bench.main(["--modes", "float8"])
