@@ -143,12 +143,41 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
     _launch(plan, (source4, weight, bias, out4, _phase_table(flat)))  # bias None: a null pointer
 
 
+@functools.lru_cache(maxsize=1024)
+def _depthwise_plan(geometry: Geometry, dtype: str, index: str) -> Tuple[_Launch, tuple]:
+    """depthwise_forward over every row of the output, and its tap table."""
+    batch, channels_out, out_h, out_w = geometry.output_shape4
+    in_h, in_w = geometry.in_size
+    chunk = 32 * _kernels.DEPTHWISE_OUTS
+    row_chunks = -(-out_w // chunk)
+    rows = batch * channels_out * out_h
+    threads = _kernels.DEPTHWISE_THREADS
+    blocks = _blocks_for(-(-rows * row_chunks * 32 // threads))
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geometry.kernel, geometry.stride, geometry.padding, geometry.dilation
+    scalars = (
+        _i32(geometry.out_channels_per_group), _i32(channels_out), _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w),
+        _i32(kh), _i32(kw), _i32(sh), _i32(sw), _i32(ph), _i32(pw), _i32(dh), _i32(dw),
+        _i32(_kernels.depthwise_tap_step(sh, dh)), _i32(_kernels.depthwise_tap_step(sw, dw)),
+        _i32(row_chunks), _i64(rows),
+    )  # fmt: skip
+    name = _kernels.depthwise_name(dtype, index)
+    return _Launch("depthwise.cu", name, blocks, threads, scalars), _kernels.depthwise_first_taps(geometry)
+
+
+def _depthwise(x4, weight, bias, out4, geometry: Geometry) -> None:
+    index = _kernels.index_type(x4.size, out4.size, weight.size)
+    plan, first_taps = _depthwise_plan(geometry, numpy.dtype(out4.dtype).name, index)
+    _launch(plan, (x4, weight, bias, out4, _phase_table(first_taps)))
+
+
 def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
     """conv_transpose on CuPy arrays; returns the output in the user's shape
     (written into `out` when given).
 
     float16 and bfloat16, and float32 with precision "tf32", run on tensor
     cores (sm_80 and later); float32 "highest" and float64 on CUDA cores.
+    Depthwise problems (one input channel per group) run a stencil kernel
+    that accumulates in float32 (float64 for float64) in every mode.
     """
     with x.device:
         out4 = _output(out, geometry.output_shape4, x.dtype)
@@ -156,7 +185,10 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
             x4 = _contiguous4(x, geometry.input_shape4)
             weight = cupy.ascontiguousarray(weight)
             bias = cupy.ascontiguousarray(bias) if bias is not None else None
-            _gemm(x4, weight, bias, out4, geometry, "forward", precision)
+            if geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
+                _depthwise(x4, weight, bias, out4, geometry)
+            else:
+                _gemm(x4, weight, bias, out4, geometry, "forward", precision)
         return out4.reshape(geometry.output_shape)
 
 

@@ -89,6 +89,30 @@ def mma_name(dtype: str, index: str, tile: MmaTile, passes: int) -> str:
     return f"conv_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}, {passes}>"
 
 
+DEPTHWISE_OUTS = 4  # outputs per thread (a warp covers 32 * DEPTHWISE_OUTS of a row)
+DEPTHWISE_THREADS = 256
+
+
+def depthwise_name(dtype: str, index: str) -> str:
+    return f"depthwise_forward<{CUDA_TYPE[dtype]}, {index}, {DEPTHWISE_OUTS}>"
+
+
+def depthwise_first_taps(geometry: Geometry) -> Tuple[int, ...]:
+    """depthwise.cu's table: per axis (H, then W) and residue r < stride, the
+    smallest tap k with k * dilation = r (mod stride), or the kernel size if
+    no tap reaches that residue."""
+    table = []
+    for kernel, stride, dilation in zip(geometry.kernel, geometry.stride, geometry.dilation):
+        for r in range(stride):
+            table.append(next((k for k in range(kernel) if k * dilation % stride == r), kernel))
+    return tuple(table)
+
+
+def depthwise_tap_step(stride: int, dilation: int) -> int:
+    """Kernel indices between consecutive taps that reach one output."""
+    return stride // math.gcd(stride, dilation)
+
+
 def grad_weight_name(dtype: str, index: str, tile: Tile) -> str:
     return f"grad_weight_partial<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {tile.bk}, {tile.tm}, {tile.tn}>"
 
@@ -110,6 +134,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
             for passes in (1, 3) if dtype == "float32" else (1,) if dtype in ("float16", "bfloat16") else ():
                 names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in MMA_TILES]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
+            names += [("depthwise.cu", depthwise_name(dtype, index))]
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]
     return names
 

@@ -110,3 +110,75 @@ def test_each_tap_reaches_exactly_one_phase():
                 records = _kernels.forward_axis_phases(10, kernel, stride, 0, dilation, 30)
                 taps = sorted(first + t * step for _, _, _, _, _, first, step, count, _ in records for t in range(count))
                 assert taps == list(range(kernel)), (stride, dilation, kernel)
+
+
+# --- the depthwise stencil (kernels/depthwise.cu) -------------------------------
+
+
+def taps_reaching(o, pad, stride, dil, kernel, in_size, first_taps, tap_step):
+    """depthwise.cu's taps_reaching, line for line (integer division of
+    exact multiples, so C's truncation and Python's floor agree)."""
+    shifted = o + pad
+    first = first_taps[shifted % stride]
+    count = 0
+    if first < kernel:
+        step_in = tap_step * dil // stride
+        ih = _exact_div(shifted - first * dil, stride)
+        if ih >= in_size:
+            skip = (ih - in_size + step_in) // step_in
+            first += skip * tap_step
+            ih -= skip * step_in
+        if first < kernel and ih >= 0:
+            count = min((kernel - 1 - first) // tap_step + 1, ih // step_in + 1)
+    return first, count
+
+
+def _exact_div(a, b):
+    assert a % b == 0
+    return a // b
+
+
+def interpret_depthwise(x4, w, geometry):
+    """out[n, co, oh, ow] from the taps depthwise.cu visits; also how many
+    times each (output, tap) pair is visited."""
+    table = _kernels.depthwise_first_taps(geometry)
+    (kh_, kw_), (sh, sw), (ph, pw), (dh, dw) = geometry.kernel, geometry.stride, geometry.padding, geometry.dilation
+    step_h, step_w = _kernels.depthwise_tap_step(sh, dh), _kernels.depthwise_tap_step(sw, dw)
+    in_h, in_w = geometry.in_size
+    batch, channels_out, out_h, out_w = geometry.output_shape4
+    multiplier = geometry.out_channels_per_group
+    w3 = w.reshape(channels_out, kh_, kw_)
+    out = numpy.zeros(geometry.output_shape4)
+    visits = numpy.zeros(geometry.output_shape4 + (kh_, kw_), dtype=numpy.int64)
+    for oh in range(out_h):
+        first_h, count_h = taps_reaching(oh, ph, sh, dh, kh_, in_h, table[:sh], step_h)
+        for ow in range(out_w):
+            first_w, count_w = taps_reaching(ow, pw, sw, dw, kw_, in_w, table[sh:], step_w)
+            for a in range(count_h):
+                kh = first_h + a * step_h
+                ih = _exact_div(oh + ph - kh * dh, sh)
+                assert 0 <= ih < in_h
+                for c in range(count_w):
+                    kw = first_w + c * step_w
+                    iw = _exact_div(ow + pw - kw * dw, sw)
+                    assert 0 <= iw < in_w
+                    channels = numpy.arange(channels_out)
+                    out[:, :, oh, ow] += w3[channels, kh, kw] * x4[:, channels // multiplier, ih, iw]
+                    visits[:, :, oh, ow, kh, kw] += 1
+    return out, visits
+
+
+_DEPTHWISE = [c for c in CASES if c.in_channels == c.groups]
+
+
+@pytest.mark.parametrize("case", _DEPTHWISE, ids=str)
+def test_depthwise_taps_compute_conv_transpose(case):
+    rng = numpy.random.default_rng(11)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    assert geometry.in_channels_per_group == 1
+    out, visits = interpret_depthwise(x.reshape(geometry.input_shape4), w, geometry)
+    fn = F.conv_transpose1d if case.dims == 1 else F.conv_transpose2d
+    expected = fn(torch.from_numpy(x), torch.from_numpy(w), **case.kwargs).numpy().reshape(geometry.output_shape4)
+    assert visits.max() <= 1, "no (output, tap) pair is visited twice"
+    numpy.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
