@@ -100,12 +100,14 @@ def depthwise_name(dtype: str, index: str) -> str:
 def depthwise_first_taps(geometry: Geometry) -> Tuple[int, ...]:
     """depthwise.cu's table: per axis (H, then W) and residue r < stride, the
     smallest tap k with k * dilation = r (mod stride), or the kernel size if
-    no tap reaches that residue."""
-    table = []
+    no tap reaches that residue; then, per W residue, that tap's input offset
+    (k * dilation - r) / stride (0 where no tap reaches)."""
+    firsts = []
     for kernel, stride, dilation in zip(geometry.kernel, geometry.stride, geometry.dilation):
-        for r in range(stride):
-            table.append(next((k for k in range(kernel) if k * dilation % stride == r), kernel))
-    return tuple(table)
+        firsts.append([next((k for k in range(kernel) if k * dilation % stride == r), kernel) for r in range(stride)])
+    kernel_w, stride_w, dilation_w = geometry.kernel[1], geometry.stride[1], geometry.dilation[1]
+    offsets = [(k * dilation_w - r) // stride_w if k < kernel_w else 0 for r, k in enumerate(firsts[1])]
+    return tuple(firsts[0] + firsts[1] + offsets)
 
 
 def depthwise_tap_step(stride: int, dilation: int) -> int:

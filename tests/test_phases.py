@@ -150,21 +150,24 @@ def interpret_depthwise(x4, w, geometry):
     w3 = w.reshape(channels_out, kh_, kw_)
     out = numpy.zeros(geometry.output_shape4)
     visits = numpy.zeros(geometry.output_shape4 + (kh_, kw_), dtype=numpy.int64)
+    first_w, off_w = table[sh : sh + sw], table[sh + sw :]
+    iw_step = step_w * dw // sw
+    channels = numpy.arange(channels_out)
     for oh in range(out_h):
         first_h, count_h = taps_reaching(oh, ph, sh, dh, kh_, in_h, table[:sh], step_h)
         for ow in range(out_w):
-            first_w, count_w = taps_reaching(ow, pw, sw, dw, kw_, in_w, table[sh:], step_w)
+            q, r = divmod(ow + pw, sw)  # the kernel follows these by additions
             for a in range(count_h):
                 kh = first_h + a * step_h
                 ih = _exact_div(oh + ph - kh * dh, sh)
                 assert 0 <= ih < in_h
-                for c in range(count_w):
-                    kw = first_w + c * step_w
-                    iw = _exact_div(ow + pw - kw * dw, sw)
-                    assert 0 <= iw < in_w
-                    channels = numpy.arange(channels_out)
-                    out[:, :, oh, ow] += w3[channels, kh, kw] * x4[:, channels // multiplier, ih, iw]
-                    visits[:, :, oh, ow, kh, kw] += 1
+                kw, iw = first_w[r], q - off_w[r]
+                while kw < kw_ and iw >= 0:
+                    if iw < in_w:
+                        assert iw * sw == ow + pw - kw * dw
+                        out[:, :, oh, ow] += w3[channels, kh, kw] * x4[:, channels // multiplier, ih, iw]
+                        visits[:, :, oh, ow, kh, kw] += 1
+                    kw, iw = kw + step_w, iw - iw_step
     return out, visits
 
 

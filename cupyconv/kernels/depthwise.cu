@@ -12,6 +12,9 @@
 // neighbouring lanes' input reads fall in the same lines.  Taps are
 // visited per axis from the first that reaches the output's phase, in steps
 // of stride / gcd(stride, dilation), so no tap is tested that cannot reach.
+// Along W (the long axis) a thread follows its outputs' phase and position by
+// additions: the stencil is memory-bound only if no division is done per
+// output.
 #include "common.cuh"
 
 // The taps of one axis that reach output position `o`: the first index and
@@ -49,7 +52,8 @@ __global__ void __launch_bounds__(256) depthwise_forward(
     const T* __restrict__ weight,   // (groups * multiplier, kernel_h, kernel_w)
     const T* __restrict__ bias,     // (groups * multiplier,) or null
     T* __restrict__ out,            // (batch, groups * multiplier, out_h, out_w)
-    const int* __restrict__ first_taps,  // stride_h entries for H, then stride_w for W (see taps_reaching)
+    const int* __restrict__ table,  // first tap per residue: stride_h entries for H, stride_w for W;
+                                    // then per W residue r the input offset of that tap, (first * dil_w - r) / stride_w
     int multiplier, int channels_out, int in_h, int in_w, int out_h, int out_w, int kernel_h, int kernel_w,
     int stride_h, int stride_w, int pad_h, int pad_w, int dil_h, int dil_w, int tap_step_h, int tap_step_w,
     int row_chunks,  // ceil(out_w / (32 * OUTS))
@@ -68,27 +72,41 @@ __global__ void __launch_bounds__(256) depthwise_forward(
     const T* w = weight + static_cast<Index>(co) * kernel_h * kernel_w;
     const Acc b = bias != nullptr ? ValueTraits<T>::to_acc(bias[co]) : Acc(0);
 
-    const TapRange th = taps_reaching(oh, pad_h, stride_h, dil_h, kernel_h, in_h, first_taps, tap_step_h);
+    // H: the taps of this row, once.
+    const TapRange th = taps_reaching(oh, pad_h, stride_h, dil_h, kernel_h, in_h, table, tap_step_h);
     const int ih0 = (oh + pad_h - th.first * dil_h) / stride_h;  // (unused when th.count == 0)
     const int ih_step = tap_step_h * dil_h / stride_h;
+    // W: ow + pad_w = q * stride_w + r, followed from one output to the next
+    // (32 apart) by additions; tap k = first[r] + c * step reads iw = q - off[r] - c * step_in.
+    const int* first_w = table + stride_h;
+    const int* off_w = first_w + stride_w;
+    const int iw_step = tap_step_w * dil_w / stride_w;
+    int q = (ow0 + pad_w) / stride_w;
+    int r = (ow0 + pad_w) - q * stride_w;
+    const int q_inc = 32 / stride_w, r_inc = 32 - q_inc * stride_w;
     T* y = out + row * out_w;
 #pragma unroll
     for (int i = 0; i < OUTS; ++i) {
         const int ow = ow0 + 32 * i;
         if (ow >= out_w) break;
-        const TapRange tw = taps_reaching(ow, pad_w, stride_w, dil_w, kernel_w, in_w, first_taps + stride_h, tap_step_w);
-        const int iw0 = (ow + pad_w - tw.first * dil_w) / stride_w;
-        const int iw_step = tap_step_w * dil_w / stride_w;
         Acc acc = b;
+        const int kw_first = first_w[r];
+        const int iw_first = q - off_w[r];
         for (int a = 0; a < th.count; ++a) {
             const int kh = th.first + a * tap_step_h;
             const T* x_row = x + static_cast<Index>(ih0 - a * ih_step) * in_w;
             const T* w_row = w + kh * kernel_w;
-            for (int c = 0; c < tw.count; ++c) {
-                const int kw = tw.first + c * tap_step_w;
-                acc = mac(ValueTraits<T>::to_acc(w_row[kw]), ValueTraits<T>::to_acc(x_row[iw0 - c * iw_step]), acc);
+            int iw = iw_first;
+            for (int kw = kw_first; kw < kernel_w && iw >= 0; kw += tap_step_w, iw -= iw_step) {
+                if (iw < in_w) acc = mac(ValueTraits<T>::to_acc(w_row[kw]), ValueTraits<T>::to_acc(x_row[iw]), acc);
             }
         }
         y[ow] = ValueTraits<T>::from_acc(acc);
+        q += q_inc;
+        r += r_inc;
+        if (r >= stride_w) {
+            r -= stride_w;
+            ++q;
+        }
     }
 }
