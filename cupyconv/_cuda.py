@@ -160,7 +160,7 @@ def _depthwise_plan(geometry: Geometry, dtype: str, index: str) -> Tuple[_Launch
         _i32(_kernels.depthwise_tap_step(sh, dh)), _i32(_kernels.depthwise_tap_step(sw, dw)),
         _i32(row_chunks), _i64(rows),
     )  # fmt: skip
-    name = _kernels.depthwise_name(dtype, index)
+    name = _kernels.depthwise_name(dtype, index, _kernels.depthwise_taps_w(geometry))
     return _Launch("depthwise.cu", name, blocks, threads, scalars), _kernels.depthwise_first_taps(geometry)
 
 

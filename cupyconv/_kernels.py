@@ -93,8 +93,20 @@ DEPTHWISE_OUTS = 4  # outputs per thread (a warp covers 32 * DEPTHWISE_OUTS of a
 DEPTHWISE_THREADS = 256
 
 
-def depthwise_name(dtype: str, index: str) -> str:
-    return f"depthwise_forward<{CUDA_TYPE[dtype]}, {index}, {DEPTHWISE_OUTS}>"
+# Bounds on the taps reaching one output along W for which depthwise_forward
+# has an unrolled walk; 0 is its general loop.
+DEPTHWISE_TAPS_W = (2, 4, 8, 0)
+
+
+def depthwise_name(dtype: str, index: str, taps_w: int) -> str:
+    return f"depthwise_forward<{CUDA_TYPE[dtype]}, {index}, {DEPTHWISE_OUTS}, {taps_w}>"
+
+
+def depthwise_taps_w(geometry: Geometry) -> int:
+    """The smallest unrolled bound covering the taps that can reach one output
+    along W (ceil(kernel / tap step)), else 0."""
+    most = -(-geometry.kernel[1] // depthwise_tap_step(geometry.stride[1], geometry.dilation[1]))
+    return next((bound for bound in DEPTHWISE_TAPS_W if bound and most <= bound), 0)
 
 
 def depthwise_first_taps(geometry: Geometry) -> Tuple[int, ...]:
@@ -136,7 +148,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
             for passes in (1, 3) if dtype == "float32" else (1,) if dtype in ("float16", "bfloat16") else ():
                 names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in MMA_TILES]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
-            names += [("depthwise.cu", depthwise_name(dtype, index))]
+            names += [("depthwise.cu", depthwise_name(dtype, index, taps)) for taps in DEPTHWISE_TAPS_W]
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]
     return names
 

@@ -46,7 +46,7 @@ __device__ __forceinline__ TapRange taps_reaching(int o, int pad, int stride, in
     return TapRange{first, count};
 }
 
-template <typename T, typename Index, int OUTS>
+template <typename T, typename Index, int OUTS, int TAPS_W>
 __global__ void __launch_bounds__(256) depthwise_forward(
     const T* __restrict__ in,       // (batch, groups, in_h, in_w)
     const T* __restrict__ weight,   // (groups * multiplier, kernel_h, kernel_w)
@@ -85,28 +85,49 @@ __global__ void __launch_bounds__(256) depthwise_forward(
     int r = (ow0 + pad_w) - q * stride_w;
     const int q_inc = 32 / stride_w, r_inc = 32 - q_inc * stride_w;
     T* y = out + row * out_w;
+    Acc acc[OUTS];
+    int kw_first[OUTS], iw_first[OUTS];
 #pragma unroll
     for (int i = 0; i < OUTS; ++i) {
-        const int ow = ow0 + 32 * i;
-        if (ow >= out_w) break;
-        Acc acc = b;
-        const int kw_first = first_w[r];
-        const int iw_first = q - off_w[r];
-        for (int a = 0; a < th.count; ++a) {
-            const int kh = th.first + a * tap_step_h;
-            const T* x_row = x + static_cast<Index>(ih0 - a * ih_step) * in_w;
-            const T* w_row = w + kh * kernel_w;
-            int iw = iw_first;
-            for (int kw = kw_first; kw < kernel_w && iw >= 0; kw += tap_step_w, iw -= iw_step) {
-                if (iw < in_w) acc = mac(ValueTraits<T>::to_acc(w_row[kw]), ValueTraits<T>::to_acc(x_row[iw]), acc);
-            }
-        }
-        y[ow] = ValueTraits<T>::from_acc(acc);
+        acc[i] = b;
+        kw_first[i] = first_w[r];
+        iw_first[i] = q - off_w[r];
         q += q_inc;
         r += r_inc;
         if (r >= stride_w) {
             r -= stride_w;
             ++q;
         }
+    }
+    for (int a = 0; a < th.count; ++a) {
+        const int kh = th.first + a * tap_step_h;
+        const T* x_row = x + static_cast<Index>(ih0 - a * ih_step) * in_w;
+        const T* w_row = w + kh * kernel_w;
+        if constexpr (TAPS_W > 0) {
+            // At most TAPS_W taps reach an output: a fully unrolled, predicated
+            // walk, so every output's loads are in flight together.
+#pragma unroll
+            for (int i = 0; i < OUTS; ++i)
+#pragma unroll
+                for (int c = 0; c < TAPS_W; ++c) {
+                    const int kw = kw_first[i] + c * tap_step_w;
+                    const int iw = iw_first[i] - c * iw_step;
+                    if (ow0 + 32 * i < out_w && kw < kernel_w && iw >= 0 && iw < in_w)
+                        acc[i] = mac(ValueTraits<T>::to_acc(w_row[kw]), ValueTraits<T>::to_acc(x_row[iw]), acc[i]);
+                }
+        } else {
+#pragma unroll
+            for (int i = 0; i < OUTS; ++i) {
+                if (ow0 + 32 * i >= out_w) break;
+                int iw = iw_first[i];
+                for (int kw = kw_first[i]; kw < kernel_w && iw >= 0; kw += tap_step_w, iw -= iw_step) {
+                    if (iw < in_w) acc[i] = mac(ValueTraits<T>::to_acc(w_row[kw]), ValueTraits<T>::to_acc(x_row[iw]), acc[i]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < OUTS; ++i) {
+        if (ow0 + 32 * i < out_w) y[ow0 + 32 * i] = ValueTraits<T>::from_acc(acc[i]);
     }
 }
