@@ -89,7 +89,7 @@ def mma_name(dtype: str, index: str, tile: MmaTile, passes: int) -> str:
     return f"conv_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}, {passes}>"
 
 
-DEPTHWISE_OUTS = 8  # outputs per thread (a warp covers 32 * DEPTHWISE_OUTS of a row)
+DEPTHWISE_OUTS = 4  # outputs per thread (a warp covers 32 * DEPTHWISE_OUTS of a row)
 DEPTHWISE_THREADS = 256
 
 
