@@ -289,11 +289,20 @@ def mode_label(dtype: str, precision: str) -> str:
 
 
 def plot(rows: List[Row], path: str) -> None:
-    """A PNG bar chart, one panel per mode: the fraction of each problem's
-    floor that cupyconv and torch reach (floor time / measured time)."""
+    """Save figure(rows) as a PNG (without a display)."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = figure(rows)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def figure(rows: List[Row]):
+    """A bar chart, one panel per mode: the fraction of each problem's floor
+    that cupyconv and torch reach (floor time / measured time)."""
     import matplotlib.pyplot as plt
 
     modes = list(dict.fromkeys((r.dtype, r.precision) for r in rows))
@@ -314,8 +323,26 @@ def plot(rows: List[Row], path: str) -> None:
         ax.set_title(mode_label(*mode), fontsize=10)
     axes[0, 0].legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def load_markdown(path: str):
+    """(environment line, rows) from a table that `--markdown` wrote (or
+    BENCHMARKS.md, which holds one): the results kept for machines without a GPU."""
+    environment, rows = "", []
+    labels = {mode_label(*m): m for m in MODES.values()}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("GPU ") and not environment:
+                environment = line.strip()
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) != 12 or cells[0] not in PROBLEMS or cells[2] not in labels:
+                continue
+            number = lambda text: None if text == "-" else float(text)  # noqa: E731
+            dtype, precision = labels[cells[2]]
+            rows.append(Row(PROBLEMS[cells[0]], dtype, precision, float(cells[3]), number(cells[4]), float(cells[8]),
+                            float(cells[6]), float(cells[7]), float(cells[10]), number(cells[11])))  # fmt: skip
+    return environment, rows
 
 
 def _environment() -> str:

@@ -58,3 +58,24 @@ def test_plot_writes_a_png(tmp_path):
 def test_bad_modes_are_refused():
     with pytest.raises(SystemExit):
         bench.main(["--modes", "float8"])
+
+
+def test_markdown_round_trip(tmp_path):
+    rows = _rows()
+    path = tmp_path / "bench.md"
+    path.write_text("GPU Test GPU, CuPy 0\n\n" + bench.format_table(rows) + "\n")
+    environment, loaded = bench.load_markdown(str(path))
+    assert environment == "GPU Test GPU, CuPy 0"
+    assert [(r.problem.id, r.dtype, r.precision) for r in loaded] == [(r.problem.id, r.dtype, r.precision) for r in rows]
+    for a, b in zip(loaded, rows):
+        assert a.ours_ms == pytest.approx(b.ours_ms, rel=1e-3, abs=1e-3) and a.torch_ms == pytest.approx(b.torch_ms, rel=1e-3, abs=1e-3)
+
+
+def test_the_kept_h100_results_load():
+    """BENCHMARKS.md, which 03_performance.ipynb shows where there is no GPU."""
+    import pathlib
+
+    environment, rows = bench.load_markdown(str(pathlib.Path(__file__).parent.parent / "BENCHMARKS.md"))
+    assert environment.startswith("GPU NVIDIA H100")
+    assert {r.problem.id for r in rows} == set(bench.PROBLEMS)
+    assert len(rows) == len(bench.PROBLEMS) * len(bench.ALL_MODES)
