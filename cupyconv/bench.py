@@ -91,6 +91,16 @@ def floor_seconds(problem: Problem, dtype: str, precision: str) -> float:
     return max(float(elements) * itemsize / COPY_BANDWIDTH, g.flops / rate)
 
 
+def backward_floor_seconds(problem: Problem, dtype: str, precision: str) -> float:
+    """grad_input and grad_weight: grad_output and input read once, grad_input
+    (and the small weight tensors) written once, or twice the forward's FLOPs."""
+    g = problem.geometry()
+    itemsize = 2 if dtype in ("float16", "bfloat16") else numpy.dtype(dtype).itemsize
+    elements = 2 * numpy.prod(g.input_shape4) + 2 * numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4)
+    rate = RATES[(dtype, precision)] if dtype == "float32" else RATES[dtype]
+    return max(float(elements) * itemsize / COPY_BANDWIDTH, 2 * g.flops / rate)
+
+
 @dataclasses.dataclass
 class Row:
     problem: Problem
@@ -103,6 +113,7 @@ class Row:
     tflops: float
     ours_error: float
     torch_error: Optional[float]
+    backward: bool = False  # grad_input and grad_weight rather than the forward pass
 
 
 def _relative_error(actual, expected) -> float:
@@ -182,6 +193,56 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
     return rows
 
 
+def run_gpu_backward(problems: List[Problem], dtype: str, precision: str, warmup: int, repeat: int) -> List[Row]:
+    """grad_input and grad_weight (no grad_bias), cupyconv's backward against
+    torch.autograd.grad on a retained graph; errors against torch in float64
+    (the larger of the two gradients' relative errors)."""
+    import cupy
+    import torch
+
+    import cupyconv
+
+    rows = []
+    for problem in problems:
+        g = problem.geometry()
+        rng = cupy.random.default_rng(0)
+        x = rng.standard_normal((problem.batch, problem.in_channels) + problem.size, dtype=numpy.float32)
+        bound = 1.0 / numpy.sqrt(problem.in_channels // problem.groups * numpy.prod(problem.kernel))
+        w = rng.uniform(-bound, bound, (problem.in_channels, problem.out_channels // problem.groups) + problem.kernel, dtype=numpy.float32)
+        gy = rng.standard_normal(g.output_shape, dtype=numpy.float32)
+        x, w, gy = (a.astype(_cupy_dtype(dtype)) for a in (x, w, gy))
+        fn = cupyconv.conv_transpose1d_backward if problem.dims == 1 else cupyconv.conv_transpose2d_backward
+        ours = lambda: fn(gy, x, w, **problem.kwargs, output_mask=(True, True, False), precision=precision)  # noqa: E731
+        ours_ms = _median_ms(ours, warmup, repeat)
+        grads = ours()[:2]
+
+        tfn = torch.nn.functional.conv_transpose1d if problem.dims == 1 else torch.nn.functional.conv_transpose2d
+        xt, wt, gyt = (_as_torch(torch, a) for a in (x, w, gy))
+        previous = torch.backends.cudnn.allow_tf32
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+        try:
+            xt, wt = xt.clone().requires_grad_(), wt.clone().requires_grad_()
+            yt = tfn(xt, wt, **problem.kwargs)
+            theirs = lambda: torch.autograd.grad(yt, (xt, wt), gyt, retain_graph=True)  # noqa: E731
+            torch_ms = _median_ms(theirs, warmup, repeat)
+            torch_grads = theirs()
+        finally:
+            torch.backends.cudnn.allow_tf32 = previous
+        x64, w64 = xt.detach().double().requires_grad_(), wt.detach().double().requires_grad_()
+        exact = torch.autograd.grad(tfn(x64, w64, **problem.kwargs), (x64, w64), gyt.double())
+        ours_error = max(_torch_relative_error(torch, _as_torch(torch, a), e) for a, e in zip(grads, exact))
+        torch_error = max(_torch_relative_error(torch, a, e) for a, e in zip(torch_grads, exact))
+        itemsize = x.dtype.itemsize
+        moved = (2 * x.size + 2 * w.size + gy.size) * itemsize
+        rows.append(
+            Row(problem, dtype, precision, ours_ms, torch_ms, backward_floor_seconds(problem, dtype, precision) * 1e3,
+                moved / ours_ms / 1e6, 2 * g.flops / ours_ms / 1e9, ours_error, torch_error, backward=True)
+        )  # fmt: skip
+        del x, w, gy, grads, xt, wt, gyt, yt, torch_grads, exact, x64, w64
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
 def _as_torch(torch, array):
     """A zero-copy torch view of a CuPy array (bfloat16 crosses DLPack as int16 bits)."""
     if array.dtype == _cupy_dtype("bfloat16"):
@@ -205,7 +266,7 @@ def format_table(rows: List[Row]) -> str:
     header = ["id", "problem", "dtype", "cupyconv ms", "torch ms", "speed-up", "GB/s", "TFLOP/s", "floor ms", "% of floor", "error", "torch error"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        mode = mode_label(r.dtype, r.precision)
+        mode = mode_label(r.dtype, r.precision) + (", backward" if r.backward else "")
         torch_ms = f"{r.torch_ms:.3f}" if r.torch_ms is not None else "-"
         speedup = f"{r.torch_ms / r.ours_ms:.2f}x" if r.torch_ms is not None else "-"
         torch_error = f"{r.torch_error:.1e}" if r.torch_error is not None else "-"
@@ -387,6 +448,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=20, help="timed runs; the median is reported (default: %(default)s)")
     parser.add_argument("--no-torch", action="store_true", help="time cupyconv alone")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
+    parser.add_argument("--backward", action="store_true",
+                        help="time grad_input + grad_weight against torch.autograd.grad instead of the forward pass (needs torch)")  # fmt: skip
     parser.add_argument("--plot", metavar="FILE", help="also draw the fraction of the floor each side reaches (PNG)")
     parser.add_argument("--adapter", action="store_true",
                         help="also time the torch adapter against torch on a tiny problem (per-call overhead)")  # fmt: skip
@@ -412,8 +475,13 @@ def main(argv=None) -> int:
 
     print(_environment())
     rows = []
+    if args.backward and args.no_torch:
+        parser.error("--backward compares with torch: drop --no-torch")
     for dtype, precision in modes:
-        rows += run_gpu([PROBLEMS[i] for i in ids], dtype, precision, args.warmup, args.repeat, not args.no_torch)
+        if args.backward:
+            rows += run_gpu_backward([PROBLEMS[i] for i in ids], dtype, precision, args.warmup, args.repeat)
+        else:
+            rows += run_gpu([PROBLEMS[i] for i in ids], dtype, precision, args.warmup, args.repeat, not args.no_torch)
     table = format_table(rows)
     if args.plot:
         plot(rows, args.plot)

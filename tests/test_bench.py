@@ -79,3 +79,32 @@ def test_the_kept_h100_results_load():
     assert environment.startswith("GPU NVIDIA H100")
     assert {r.problem.id for r in rows} == set(bench.PROBLEMS)
     assert len(rows) == len(bench.PROBLEMS) * len(bench.ALL_MODES)
+
+
+# Backward floors from the backward-performance issue's table (fp32-accurate, TF32).
+BACKWARD_ANCHORS = {
+    "P1": (1.28, 0.73),
+    "P2": (6.12, 2.18),
+    "P3": (0.27, 0.27),
+    "P4": (0.54, 0.54),
+    "X1": (0.36, 0.36),
+    "X2": (4.08, 1.36),
+    "X3": (0.51, 0.17),
+}
+
+
+@pytest.mark.parametrize("problem_id", sorted(BACKWARD_ANCHORS))
+def test_backward_floors_match_the_issue_anchors(problem_id):
+    problem = bench.PROBLEMS[problem_id]
+    for precision, anchor in zip(("highest", "tf32"), BACKWARD_ANCHORS[problem_id]):
+        assert bench.backward_floor_seconds(problem, "float32", precision) * 1e3 == pytest.approx(anchor, rel=0.06, abs=0.006)
+
+
+def test_backward_rows_are_labelled_and_not_read_back_as_forward(tmp_path):
+    rows = _rows()
+    rows[0].backward = True
+    table = bench.format_table(rows)
+    assert "| float32 highest, backward |" in table
+    path = tmp_path / "bench.md"
+    path.write_text(table + "\n")
+    assert len(bench.load_markdown(str(path))[1]) == len(rows) - 1
