@@ -83,22 +83,25 @@ PROBLEMS = {
 DEFAULT_PROBLEMS = ("P1", "P2", "P3", "P4", "P5")
 
 
+def _floor(dtype: str, precision: str, elements, flops) -> float:
+    """The larger of moving `elements` once and computing `flops` at the mode's rate."""
+    itemsize = 2 if dtype in ("float16", "bfloat16") else numpy.dtype(dtype).itemsize
+    rate = RATES[(dtype, precision)] if dtype == "float32" else RATES[dtype]
+    return max(float(elements) * itemsize / COPY_BANDWIDTH, flops / rate)
+
+
 def floor_seconds(problem: Problem, dtype: str, precision: str) -> float:
     g = problem.geometry()
-    itemsize = 2 if dtype in ("float16", "bfloat16") else numpy.dtype(dtype).itemsize
     elements = numpy.prod(g.input_shape4) + numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4)
-    rate = RATES[(dtype, precision)] if dtype == "float32" else RATES[dtype]
-    return max(float(elements) * itemsize / COPY_BANDWIDTH, g.flops / rate)
+    return _floor(dtype, precision, elements, g.flops)
 
 
 def backward_floor_seconds(problem: Problem, dtype: str, precision: str) -> float:
     """grad_input and grad_weight: grad_output and input read once, grad_input
     (and the small weight tensors) written once, or twice the forward's FLOPs."""
     g = problem.geometry()
-    itemsize = 2 if dtype in ("float16", "bfloat16") else numpy.dtype(dtype).itemsize
     elements = 2 * numpy.prod(g.input_shape4) + 2 * numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4)
-    rate = RATES[(dtype, precision)] if dtype == "float32" else RATES[dtype]
-    return max(float(elements) * itemsize / COPY_BANDWIDTH, 2 * g.flops / rate)
+    return _floor(dtype, precision, elements, 2 * g.flops)
 
 
 @dataclasses.dataclass
@@ -129,6 +132,18 @@ def _median_ms(fn, warmup: int, repeat: int) -> float:
     return float(numpy.median(result.gpu_times[0])) * 1e3
 
 
+def _inputs(problem: Problem):
+    """(generator, input, weight) in float32 on the GPU, the same on every run:
+    a standard normal input and torch's default weight initialisation range."""
+    import cupy
+
+    rng = cupy.random.default_rng(0)
+    x = rng.standard_normal((problem.batch, problem.in_channels) + problem.size, dtype=numpy.float32)
+    bound = 1.0 / numpy.sqrt(problem.in_channels // problem.groups * numpy.prod(problem.kernel))
+    w = rng.uniform(-bound, bound, (problem.in_channels, problem.out_channels // problem.groups) + problem.kernel, dtype=numpy.float32)
+    return rng, x, w
+
+
 def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, repeat: int, use_torch: bool) -> List[Row]:
     import cupy
 
@@ -146,10 +161,7 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
     rows = []
     for problem in problems:
         g = problem.geometry()
-        rng = cupy.random.default_rng(0)
-        x = rng.standard_normal((problem.batch, problem.in_channels) + problem.size, dtype=numpy.float32)
-        bound = 1.0 / numpy.sqrt(problem.in_channels // problem.groups * numpy.prod(problem.kernel))
-        w = rng.uniform(-bound, bound, (problem.in_channels, problem.out_channels // problem.groups) + problem.kernel, dtype=numpy.float32)
+        _, x, w = _inputs(problem)
         x, w = x.astype(_cupy_dtype(dtype)), w.astype(_cupy_dtype(dtype))
         fn = cupyconv.conv_transpose1d if problem.dims == 1 else cupyconv.conv_transpose2d
         ours = lambda: fn(x, w, **problem.kwargs, precision=precision)  # noqa: E731
@@ -205,10 +217,7 @@ def run_gpu_backward(problems: List[Problem], dtype: str, precision: str, warmup
     rows = []
     for problem in problems:
         g = problem.geometry()
-        rng = cupy.random.default_rng(0)
-        x = rng.standard_normal((problem.batch, problem.in_channels) + problem.size, dtype=numpy.float32)
-        bound = 1.0 / numpy.sqrt(problem.in_channels // problem.groups * numpy.prod(problem.kernel))
-        w = rng.uniform(-bound, bound, (problem.in_channels, problem.out_channels // problem.groups) + problem.kernel, dtype=numpy.float32)
+        rng, x, w = _inputs(problem)
         gy = rng.standard_normal(g.output_shape, dtype=numpy.float32)
         x, w, gy = (a.astype(_cupy_dtype(dtype)) for a in (x, w, gy))
         fn = cupyconv.conv_transpose1d_backward if problem.dims == 1 else cupyconv.conv_transpose2d_backward
