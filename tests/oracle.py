@@ -29,6 +29,18 @@ def bound(dtype_name, torch_error):
     return max(2.0 * torch_error, UNIT_ROUNDOFF[dtype_name])
 
 
+def check_accuracy(host, oracle, dtype_name, precision, reference_error, what):
+    """The GPU tests' verdict on one result (`host`, float64 on the CPU): no
+    unwritten (NaN) element, float32 "highest" under 1e-5, and within
+    bound(dtype, reference_error), where reference_error is torch's error on
+    the same inputs (in tf32 mode, or an ideal TF32 computation's if larger)."""
+    assert not numpy.isnan(host).any(), f"{what}: unwritten (NaN) elements"
+    error = relative_error(host, oracle)
+    if dtype_name == "float32" and precision == "highest":
+        assert error < 1e-5, f"{what}: relative error {error:.3g}"
+    assert error <= bound(dtype_name, reference_error), f"{what}: error {error:.3g} vs torch {reference_error:.3g}"
+
+
 def round_tf32(a):
     """float32 values rounded to TF32 (10 mantissa bits, to nearest with ties
     away from zero: cvt.rna.tf32.f32), returned as float64."""

@@ -27,7 +27,7 @@ import pytest
 import cupyconv
 from cupyconv import _kernels, reference
 
-from oracle import MODES, bound, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
+from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
 from sweep import CASES, relative_error
 
 try:
@@ -109,12 +109,7 @@ def _tf32_errors(case, x, w, b, gy=None):
 def _check(actual, oracle, dtype_name, precision, torch_error, what):
     assert isinstance(actual, cupy.ndarray), what
     assert actual.dtype == numpy_dtype(dtype_name) and actual.shape == oracle.shape, what
-    host = cupy.asnumpy(actual).astype(numpy.float64)
-    assert not numpy.isnan(host).any(), f"{what}: unwritten (NaN) elements"
-    error = relative_error(host, oracle)
-    if dtype_name == "float32" and precision == "highest":
-        assert error < 1e-5, f"{what}: relative error {error:.3g}"
-    assert error <= bound(dtype_name, torch_error), f"{what}: error {error:.3g} vs torch {torch_error:.3g}"
+    check_accuracy(cupy.asnumpy(actual).astype(numpy.float64), oracle, dtype_name, precision, torch_error, what)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])

@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
-from oracle import MODES, bound, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype  # noqa: E402
+from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype  # noqa: E402
 from sweep import CASES, relative_error  # noqa: E402
 
 HAVE_CUDA = torch.cuda.is_available()
@@ -77,12 +77,7 @@ def _cuda(array, dtype, grad=False):
 
 def _check(actual, oracle, dtype, precision, torch_error, what):
     assert actual.dtype == getattr(torch, dtype) and tuple(actual.shape) == oracle.shape, what
-    host = actual.detach().double().cpu().numpy()
-    assert not numpy.isnan(host).any(), f"{what}: unwritten (NaN) elements"
-    error = relative_error(host, oracle)
-    if dtype == "float32" and precision == "highest":
-        assert error < 1e-5, f"{what}: relative error {error:.3g}"
-    assert error <= bound(dtype, torch_error), f"{what}: error {error:.3g} vs torch {torch_error:.3g}"
+    check_accuracy(actual.detach().double().cpu().numpy(), oracle, dtype, precision, torch_error, what)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
