@@ -26,7 +26,7 @@ def interpret(source4, weight, out_shape4, flat, phases_h, phases_w, groups, red
     out = numpy.zeros(out_shape4)
     writes = numpy.zeros(out_shape4, dtype=numpy.int64)
     batch, _, in_h, in_w = source4.shape
-    group_stride, m_stride, c_stride = w_strides
+    group_stride, m_stride, c_stride, tap_stride = w_strides
     m = numpy.arange(out_channels)[:, None]
     c = numpy.arange(red_channels)[None, :]
     for phase in range(phases_h * phases_w):
@@ -47,7 +47,7 @@ def interpret(source4, weight, out_shape4, flat, phases_h, phases_w, groups, red
                     valid = ((ih >= 0) & (ih < in_h))[:, None] & ((iw >= 0) & (iw < in_w))[None, :]
                     window = source4[:, g * red_channels : (g + 1) * red_channels][:, :, ih.clip(0, in_h - 1)][..., iw.clip(0, in_w - 1)]
                     window = window * valid
-                    a = w_flat[g * group_stride + m * m_stride + c * c_stride + kh * kernel_w + kw]  # (M, C)
+                    a = w_flat[g * group_stride + m * m_stride + c * c_stride + (kh * kernel_w + kw) * tap_stride]  # (M, C)
                     acc += numpy.einsum("mc,nchw->nmhw", a, window)
             channels = slice(g * out_channels, (g + 1) * out_channels)
             out[:, channels][:, :, oh[:, None], ow[None, :]] = acc
@@ -65,16 +65,24 @@ def _geometry_of(case):
     return geometry
 
 
+def _weight(w, geometry, pass_name, packed):
+    """The weight as conv_gemm reads it, and its strides."""
+    strides = _kernels.gemm_weight_strides(geometry, pass_name, packed)
+    return (numpy.ascontiguousarray(_kernels.pack_gemm_weight(w, geometry, pass_name)) if packed else w), strides
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["as_given", "packed"])
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_forward_tables_compute_conv_transpose(case):
+def test_forward_tables_compute_conv_transpose(case, packed):
     rng = numpy.random.default_rng(10)
     x, w, _ = case.arrays(rng)
     geometry = _geometry_of(case)
     flat, phases_h, phases_w = _kernels.forward_phases(geometry)
+    a, strides = _weight(w, geometry, "forward", packed)
     out, writes = interpret(
-        x.reshape(geometry.input_shape4), w, geometry.output_shape4, flat, phases_h, phases_w, geometry.groups,
+        x.reshape(geometry.input_shape4), a, geometry.output_shape4, flat, phases_h, phases_w, geometry.groups,
         geometry.in_channels_per_group, geometry.out_channels_per_group,
-        _kernels.gemm_weight_strides(geometry, "forward"), geometry.kernel[1],
+        strides, geometry.kernel[1],
     )  # fmt: skip
     fn = F.conv_transpose1d if case.dims == 1 else F.conv_transpose2d
     expected = fn(torch.from_numpy(x), torch.from_numpy(w), **case.kwargs).numpy().reshape(geometry.output_shape4)
@@ -82,17 +90,19 @@ def test_forward_tables_compute_conv_transpose(case):
     numpy.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["as_given", "packed"])
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_grad_input_table_computes_the_correlation(case):
+def test_grad_input_table_computes_the_correlation(case, packed):
     rng = numpy.random.default_rng(11)
     x, w, _ = case.arrays(rng)
     geometry = _geometry_of(case)
     gy = rng.standard_normal(geometry.output_shape4)
     flat, phases_h, phases_w = _kernels.grad_input_phases(geometry)
+    a, strides = _weight(w, geometry, "grad_input", packed)
     out, writes = interpret(
-        gy, w, geometry.input_shape4, flat, phases_h, phases_w, geometry.groups,
+        gy, a, geometry.input_shape4, flat, phases_h, phases_w, geometry.groups,
         geometry.out_channels_per_group, geometry.in_channels_per_group,
-        _kernels.gemm_weight_strides(geometry, "grad_input"), geometry.kernel[1],
+        strides, geometry.kernel[1],
     )  # fmt: skip
     xt = torch.tensor(x.reshape(geometry.input_shape4), requires_grad=True)
     w4 = torch.from_numpy(w.reshape(geometry.weight_shape4))

@@ -9,7 +9,11 @@
 //
 //   with oh = ph.out_base + qh * ph.out_step,   kh = ph.tap_first + th * ph.tap_step,
 //        ih = ph.in_base + qh * ph.in_step + th * ph.tap_in_step     (likewise w),
-//        A(g, m, c, kh, kw) = g * w_stride_group + m * w_stride_m + c * w_stride_c + kh * KW + kw.
+//        A(g, m, c, kh, kw) = g * w_stride_group + m * w_stride_m + c * w_stride_c + (kh * KW + kw) * w_stride_tap.
+//
+// The strides let A read the weight as the user gave it, (C_in, C_out / groups,
+// KH, KW), or packed by the host as (groups, KH * KW, C, M) so that a warp's
+// loads of consecutive rows m are consecutive in memory.
 //
 // GEMM shape per (group, phase): rows m < M (out_channels), columns over
 // (n, qh, qw), reduction over (tap, c).  The forward pass reads x with
@@ -29,6 +33,7 @@
 //     split into a TF32 high and low part, three products), FP16/BF16
 //     m16n8k16 for the 16-bit types; float accumulators throughout.
 #include "common.cuh"
+#include "mma.cuh"
 
 // ---------------------------------------------------------------------------
 // Math policies.  Each stages slices as Acc in shared memory, rows padded by
@@ -77,173 +82,13 @@ struct SimtMath {
     }
 };
 
-// Tensor-core operand registers from float values (which hold exact T values).
-__device__ __forceinline__ unsigned to_tf32(float v) {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-    return r;
-}
-// Two values in one register, `first` in the low half (the lower k index).
-template <typename T>
-__device__ __forceinline__ unsigned pack2(float first, float second);
-template <>
-__device__ __forceinline__ unsigned pack2<half_t>(float first, float second) {
-    unsigned r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(second), "f"(first));
-    return r;
-}
-template <>
-__device__ __forceinline__ unsigned pack2<bfloat16_t>(float first, float second) {
-    unsigned r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(second), "f"(first));
-    return r;
-}
-
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-template <typename T>
-__device__ __forceinline__ void mma_16bit(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
-template <>
-__device__ __forceinline__ void mma_16bit<half_t>(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-template <>
-__device__ __forceinline__ void mma_16bit<bfloat16_t>(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Warp tiles of m16n8 fragments.  Fragment layouts (PTX ISA, mma.m16n8k8 /
-// m16n8k16; g = lane / 4, t = lane % 4):
-//   A (row-major 16 x K):  rows g and g + 8; k = t and t + 4 (tf32), or the
-//                          pairs 2t, 2t + 1 and 2t + 8, 2t + 9 (16-bit)
-//   B (col-major K x 8):   column g; k as for A's columns
-//   C (16 x 8, float):     rows g and g + 8, columns 2t and 2t + 1
-// Rows of the staged slices are padded by 4 floats, so that the 32 lanes'
-// fragment reads (row stride 4 words apart in banks) never conflict.
-template <typename T, int BM_, int BN_, int BK_, int WARPS_M, int WARPS_N, int PASSES>
-struct MmaMath {
-    typedef float Acc;
-    static constexpr int BM = BM_, BN = BN_, BK = BK_, PAD = 4;
-    static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
-    static constexpr bool TF32 = sizeof(T) == 4;
-    static constexpr int KSTEP = TF32 ? 8 : 16;
-    static constexpr int WARP_M = BM / WARPS_M, WARP_N = BN / WARPS_N;
-    static constexpr int MI = WARP_M / 16, NI = WARP_N / 8;
-    static_assert(sizeof(T) == 4 || sizeof(T) == 2, "tensor cores here take float, half or bfloat16");
-    static_assert(TF32 || PASSES == 1, "3xTF32 is for float");
-    static_assert(BK % KSTEP == 0 && WARP_M % 16 == 0 && WARP_N % 8 == 0, "tile must split into mma shapes");
-    struct Frag {
-        float v[MI][NI][4];
-    };
-    static __device__ __forceinline__ void zero(Frag& f) {
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-#pragma unroll
-            for (int j = 0; j < NI; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) f.v[i][j][e] = 0.0f;
-    }
-    static __device__ __forceinline__ void slice(const float (&a)[BK][BM + PAD], const float (&b)[BK][BN + PAD], Frag& f,
-                                                 int tid) {
-        const int warp = tid / 32, lane = tid % 32;
-        const int m0 = (warp / WARPS_N) * WARP_M + lane / 4;
-        const int n0 = (warp % WARPS_N) * WARP_N + lane / 4;
-        const int t = lane % 4;
-#pragma unroll
-        for (int k0 = 0; k0 < BK; k0 += KSTEP) {
-            if constexpr (TF32) {
-                unsigned a_hi[MI][4], a_lo[MI][4], b_hi[NI][2], b_lo[NI][2];
-#pragma unroll
-                for (int i = 0; i < MI; ++i) {
-                    const int m = m0 + i * 16;
-                    const float v[4] = {a[k0 + t][m], a[k0 + t][m + 8], a[k0 + t + 4][m], a[k0 + t + 4][m + 8]};
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        a_hi[i][e] = to_tf32(v[e]);
-                        if constexpr (PASSES == 3) a_lo[i][e] = to_tf32(v[e] - __uint_as_float(a_hi[i][e]));
-                    }
-                }
-#pragma unroll
-                for (int j = 0; j < NI; ++j) {
-                    const int n = n0 + j * 8;
-                    const float v[2] = {b[k0 + t][n], b[k0 + t + 4][n]};
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        b_hi[j][e] = to_tf32(v[e]);
-                        if constexpr (PASSES == 3) b_lo[j][e] = to_tf32(v[e] - __uint_as_float(b_hi[j][e]));
-                    }
-                }
-#pragma unroll
-                for (int i = 0; i < MI; ++i)
-#pragma unroll
-                    for (int j = 0; j < NI; ++j) {
-                        if constexpr (PASSES == 3) {  // the small terms first
-                            mma_tf32(f.v[i][j], a_lo[i], b_hi[j]);
-                            mma_tf32(f.v[i][j], a_hi[i], b_lo[j]);
-                        }
-                        mma_tf32(f.v[i][j], a_hi[i], b_hi[j]);
-                    }
-            } else {
-                unsigned a_reg[MI][4], b_reg[NI][2];
-#pragma unroll
-                for (int i = 0; i < MI; ++i) {
-                    const int m = m0 + i * 16;
-                    a_reg[i][0] = pack2<T>(a[k0 + 2 * t][m], a[k0 + 2 * t + 1][m]);
-                    a_reg[i][1] = pack2<T>(a[k0 + 2 * t][m + 8], a[k0 + 2 * t + 1][m + 8]);
-                    a_reg[i][2] = pack2<T>(a[k0 + 2 * t + 8][m], a[k0 + 2 * t + 9][m]);
-                    a_reg[i][3] = pack2<T>(a[k0 + 2 * t + 8][m + 8], a[k0 + 2 * t + 9][m + 8]);
-                }
-#pragma unroll
-                for (int j = 0; j < NI; ++j) {
-                    const int n = n0 + j * 8;
-                    b_reg[j][0] = pack2<T>(b[k0 + 2 * t][n], b[k0 + 2 * t + 1][n]);
-                    b_reg[j][1] = pack2<T>(b[k0 + 2 * t + 8][n], b[k0 + 2 * t + 9][n]);
-                }
-#pragma unroll
-                for (int i = 0; i < MI; ++i)
-#pragma unroll
-                    for (int j = 0; j < NI; ++j) mma_16bit<T>(f.v[i][j], a_reg[i], b_reg[j]);
-            }
-        }
-    }
-    template <int STAGE_ROWS>
-    static __device__ __forceinline__ void stage(const Frag& f, float (&out)[STAGE_ROWS][BN + PAD], int r0, int tid) {
-        const int warp = tid / 32, lane = tid % 32;
-        const int m0 = (warp / WARPS_N) * WARP_M + lane / 4;
-        const int n0 = (warp % WARPS_N) * WARP_N + 2 * (lane % 4);
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int row = m0 + i * 16 + half * 8 - r0;
-                if (row >= 0 && row < STAGE_ROWS) {
-#pragma unroll
-                    for (int j = 0; j < NI; ++j) {
-                        out[row][n0 + j * 8] = f.v[i][j][2 * half];
-                        out[row][n0 + j * 8 + 1] = f.v[i][j][2 * half + 1];
-                    }
-                }
-            }
-    }
-};
-
 // ---------------------------------------------------------------------------
 // The kernel body, shared by both policies.
 
 template <typename T, typename Index, typename Math>
 __device__ __forceinline__ void conv_gemm_body(
     const T* __restrict__ in,        // (batch, groups * red_channels, in_h, in_w)
-    const T* __restrict__ weight,    // (C_in, C_out / groups, kernel_h, kernel_w), read through A(...)
+    const T* __restrict__ weight,    // read through A(...)
     const T* __restrict__ bias,      // (groups * out_channels,), or null for none
     T* __restrict__ out,             // (batch, groups * out_channels, out_h, out_w)
     const int* __restrict__ phases,  // phases_h AxisPhase records for H, then phases_w for W
@@ -252,7 +97,7 @@ __device__ __forceinline__ void conv_gemm_body(
     int red_channels,  // C: reduction channels per group
     int out_channels,  // M: output channels per group
     int in_h, int in_w, int out_h, int out_w, int kernel_w,
-    long long w_stride_group, long long w_stride_m, long long w_stride_c,
+    long long w_stride_group, long long w_stride_m, long long w_stride_c, long long w_stride_tap,
     int cols_h, int cols_w,  // column grid per image: the largest phase's (qh, qw) extent
     int m_tiles, int col_tiles) {
     typedef typename Math::Acc Acc;
@@ -342,7 +187,7 @@ __device__ __forceinline__ void conv_gemm_body(
             b_reg[i] = (inside && c < red_channels) ? ValueTraits<T>::to_acc(in[pixel + static_cast<Index>(c) * in_hw])
                                                      : Acc(0);
         }
-        const Index tap_offset = a_offset + static_cast<Index>(kh) * kernel_w + kw;
+        const Index tap_offset = a_offset + static_cast<Index>(kh * kernel_w + kw) * w_stride_tap;
 #pragma unroll
         for (int i = 0; i < A_PER_THREAD; ++i) {
             const int c = c0 + a_row0 + i * A_ROWS_STEP;
@@ -405,10 +250,10 @@ __device__ __forceinline__ void conv_gemm_body(
     const T *__restrict__ in, const T *__restrict__ weight, const T *__restrict__ bias, T *__restrict__ out,      \
         const int *__restrict__ phases, int phases_h, int phases_w, int batch, int groups, int red_channels,     \
         int out_channels, int in_h, int in_w, int out_h, int out_w, int kernel_w, long long w_stride_group,      \
-        long long w_stride_m, long long w_stride_c, int cols_h, int cols_w, int m_tiles, int col_tiles
+        long long w_stride_m, long long w_stride_c, long long w_stride_tap, int cols_h, int cols_w, int m_tiles, int col_tiles
 #define CONV_GEMM_ARGS                                                                                       \
     in, weight, bias, out, phases, phases_h, phases_w, batch, groups, red_channels, out_channels, in_h, in_w, \
-        out_h, out_w, kernel_w, w_stride_group, w_stride_m, w_stride_c, cols_h, cols_w, m_tiles, col_tiles
+        out_h, out_w, kernel_w, w_stride_group, w_stride_m, w_stride_c, w_stride_tap, cols_h, cols_w, m_tiles, col_tiles
 
 // FFMA (float, half, bfloat16) or DFMA (double) on CUDA cores.
 template <typename T, typename Index, int BM, int BN, int BK, int TM, int TN>

@@ -1,0 +1,177 @@
+// Tensor-core math on staged slices (mma.sync, sm_80 and later), shared by
+// conv_gemm.cu (forward and grad_input) and grad_weight.cu.
+#pragma once
+#include "common.cuh"
+
+// Tensor-core operand registers from float values (which hold exact T values).
+__device__ __forceinline__ unsigned to_tf32(float v) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+    return r;
+}
+// Two values in one register, `first` in the low half (the lower k index).
+template <typename T>
+__device__ __forceinline__ unsigned pack2(float first, float second);
+template <>
+__device__ __forceinline__ unsigned pack2<half_t>(float first, float second) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(second), "f"(first));
+    return r;
+}
+template <>
+__device__ __forceinline__ unsigned pack2<bfloat16_t>(float first, float second) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(second), "f"(first));
+    return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <typename T>
+__device__ __forceinline__ void mma_16bit(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
+template <>
+__device__ __forceinline__ void mma_16bit<half_t>(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <>
+__device__ __forceinline__ void mma_16bit<bfloat16_t>(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Warp tiles of m16n8 fragments.  Fragment layouts (PTX ISA, mma.m16n8k8 /
+// m16n8k16; g = lane / 4, t = lane % 4):
+//   A (row-major 16 x K):  rows g and g + 8; k = t and t + 4 (tf32), or the
+//                          pairs 2t, 2t + 1 and 2t + 8, 2t + 9 (16-bit)
+//   B (col-major K x 8):   column g; k as for A's columns
+//   C (16 x 8, float):     rows g and g + 8, columns 2t and 2t + 1
+// Rows of the staged slices are padded by 4 floats, so that the 32 lanes'
+// fragment reads (row stride 4 words apart in banks) never conflict.
+template <typename T, int BM_, int BN_, int BK_, int WARPS_M, int WARPS_N, int PASSES>
+struct MmaMath {
+    typedef float Acc;
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, PAD = 4;
+    static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr bool TF32 = sizeof(T) == 4;
+    static constexpr int KSTEP = TF32 ? 8 : 16;
+    static constexpr int WARP_M = BM / WARPS_M, WARP_N = BN / WARPS_N;
+    static constexpr int MI = WARP_M / 16, NI = WARP_N / 8;
+    static_assert(sizeof(T) == 4 || sizeof(T) == 2, "tensor cores here take float, half or bfloat16");
+    static_assert(TF32 || PASSES == 1, "3xTF32 is for float");
+    static_assert(BK % KSTEP == 0 && WARP_M % 16 == 0 && WARP_N % 8 == 0, "tile must split into mma shapes");
+    struct Frag {
+        float v[MI][NI][4];
+    };
+    static __device__ __forceinline__ void zero(Frag& f) {
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+            for (int j = 0; j < NI; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) f.v[i][j][e] = 0.0f;
+    }
+    static __device__ __forceinline__ void slice(const float (&a)[BK][BM + PAD], const float (&b)[BK][BN + PAD], Frag& f,
+                                                 int tid) {
+        const int warp = tid / 32, lane = tid % 32;
+        const int m0 = (warp / WARPS_N) * WARP_M + lane / 4;
+        const int n0 = (warp % WARPS_N) * WARP_N + lane / 4;
+        const int t = lane % 4;
+#pragma unroll
+        for (int k0 = 0; k0 < BK; k0 += KSTEP) {
+            if constexpr (TF32) {
+                unsigned a_hi[MI][4], a_lo[MI][4], b_hi[NI][2], b_lo[NI][2];
+#pragma unroll
+                for (int i = 0; i < MI; ++i) {
+                    const int m = m0 + i * 16;
+                    const float v[4] = {a[k0 + t][m], a[k0 + t][m + 8], a[k0 + t + 4][m], a[k0 + t + 4][m + 8]};
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        a_hi[i][e] = to_tf32(v[e]);
+                        if constexpr (PASSES == 3) a_lo[i][e] = to_tf32(v[e] - __uint_as_float(a_hi[i][e]));
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < NI; ++j) {
+                    const int n = n0 + j * 8;
+                    const float v[2] = {b[k0 + t][n], b[k0 + t + 4][n]};
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        b_hi[j][e] = to_tf32(v[e]);
+                        if constexpr (PASSES == 3) b_lo[j][e] = to_tf32(v[e] - __uint_as_float(b_hi[j][e]));
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < MI; ++i)
+#pragma unroll
+                    for (int j = 0; j < NI; ++j) {
+                        if constexpr (PASSES == 3) {  // the small terms first
+                            mma_tf32(f.v[i][j], a_lo[i], b_hi[j]);
+                            mma_tf32(f.v[i][j], a_hi[i], b_lo[j]);
+                        }
+                        mma_tf32(f.v[i][j], a_hi[i], b_hi[j]);
+                    }
+            } else {
+                unsigned a_reg[MI][4], b_reg[NI][2];
+#pragma unroll
+                for (int i = 0; i < MI; ++i) {
+                    const int m = m0 + i * 16;
+                    a_reg[i][0] = pack2<T>(a[k0 + 2 * t][m], a[k0 + 2 * t + 1][m]);
+                    a_reg[i][1] = pack2<T>(a[k0 + 2 * t][m + 8], a[k0 + 2 * t + 1][m + 8]);
+                    a_reg[i][2] = pack2<T>(a[k0 + 2 * t + 8][m], a[k0 + 2 * t + 9][m]);
+                    a_reg[i][3] = pack2<T>(a[k0 + 2 * t + 8][m + 8], a[k0 + 2 * t + 9][m + 8]);
+                }
+#pragma unroll
+                for (int j = 0; j < NI; ++j) {
+                    const int n = n0 + j * 8;
+                    b_reg[j][0] = pack2<T>(b[k0 + 2 * t][n], b[k0 + 2 * t + 1][n]);
+                    b_reg[j][1] = pack2<T>(b[k0 + 2 * t + 8][n], b[k0 + 2 * t + 9][n]);
+                }
+#pragma unroll
+                for (int i = 0; i < MI; ++i)
+#pragma unroll
+                    for (int j = 0; j < NI; ++j) mma_16bit<T>(f.v[i][j], a_reg[i], b_reg[j]);
+            }
+        }
+    }
+    // f(row, column, value) for each accumulator of the thread, in the tile's coordinates.
+    template <typename F>
+    static __device__ __forceinline__ void each(const Frag& frag, int tid, F f) {
+        const int warp = tid / 32, lane = tid % 32;
+        const int m0 = (warp / WARPS_N) * WARP_M + lane / 4;
+        const int n0 = (warp % WARPS_N) * WARP_N + 2 * (lane % 4);
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+            for (int j = 0; j < NI; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) f(m0 + i * 16 + (e / 2) * 8, n0 + j * 8 + e % 2, frag.v[i][j][e]);
+    }
+    template <int STAGE_ROWS>
+    static __device__ __forceinline__ void stage(const Frag& f, float (&out)[STAGE_ROWS][BN + PAD], int r0, int tid) {
+        const int warp = tid / 32, lane = tid % 32;
+        const int m0 = (warp / WARPS_N) * WARP_M + lane / 4;
+        const int n0 = (warp % WARPS_N) * WARP_N + 2 * (lane % 4);
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int row = m0 + i * 16 + half * 8 - r0;
+                if (row >= 0 && row < STAGE_ROWS) {
+#pragma unroll
+                    for (int j = 0; j < NI; ++j) {
+                        out[row][n0 + j * 8] = f.v[i][j][2 * half];
+                        out[row][n0 + j * 8 + 1] = f.v[i][j][2 * half + 1];
+                    }
+                }
+            }
+    }
+};
