@@ -149,6 +149,7 @@ __device__ __forceinline__ compensated mac(double a, double b, compensated sum) 
 }
 __device__ __forceinline__ float add(float a, float b) { return a + b; }
 __device__ __forceinline__ double add(double a, double b) { return a + b; }
+__device__ __forceinline__ double to_double(float v) { return v; }
 __device__ __forceinline__ double to_double(double v) { return v; }
 __device__ __forceinline__ double to_double(compensated v) { return v.hi + v.lo; }
 

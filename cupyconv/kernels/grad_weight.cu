@@ -8,13 +8,49 @@
 // reduction over r = (n, h, w).  The reduction is cut into `splits` ranges;
 // each block writes its partial tile to workspace[split] and sum_splits adds
 // the partials in split order.  No atomics: the same inputs give the same bits
-// on every run.  These reductions sum in double (compensated double for double
-// inputs; ReductionTraits), so they stay correctly rounded or nearly so however
-// long they are; the workspace is double.
+// on every run.  On CUDA cores these reductions sum in double (compensated
+// double for double inputs; ReductionTraits), so they stay correctly rounded or
+// nearly so however long they are; on tensor cores each split sums in float.
+// The workspace is double.
 #include "common.cuh"
+#include "mma.cuh"
 
-template <typename T, typename Index, int BM, int BN, int BK, int TM, int TN>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
+// The products of one BK-deep slice go through a policy, as in conv_gemm.cu:
+//   SimtSum: FFMA/DFMA products summed in ReductionTraits<T>::sum (double, or
+//            compensated double for double) -- float32 "highest" and float64;
+//   MmaMath (mma.cuh): tensor-core products (TF32, FP16, BF16) summed in float
+//            within the split -- float32 "tf32" and the 16-bit types.
+// Either way the split partials are stored and summed in double.
+template <typename T, int BM_, int BN_, int BK_, int TM, int TN>
+struct SimtSum {
+    typedef typename ValueTraits<T>::acc Acc;
+    typedef typename ReductionTraits<T>::sum Sum;
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, PAD = 0;
+    static constexpr int THREADS = (BM / TM) * (BN / TN);
+    struct Frag {
+        Sum v[TM][TN];
+    };
+    static __device__ __forceinline__ void zero(Frag& f) {
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) f.v[i][j] = Sum{};
+    }
+    static __device__ __forceinline__ void slice(const Acc (&a)[BK][BM], const Acc (&b)[BK][BN], Frag& f, int tid) {
+        accumulate_slice<Acc, Sum, BM, BN, BK, TM, TN>(a, b, f.v, tid / (BN / TN), tid % (BN / TN));
+    }
+    template <typename F>
+    static __device__ __forceinline__ void each(const Frag& frag, int tid, F f) {
+        const int ty = tid / (BN / TN), tx = tid % (BN / TN);
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) f(fragment_index<BM, TM>(ty, i), fragment_index<BN, TN>(tx, j), to_double(frag.v[i][j]));
+    }
+};
+
+template <typename T, typename Index, typename Math>
+__device__ __forceinline__ void grad_weight_body(
     const T* __restrict__ input,        // x: (batch, groups * in_channels, in_h, in_w)
     const T* __restrict__ grad_output,  // (batch, groups * out_channels, out_h, out_w)
     double* __restrict__ workspace,  // (splits, groups * in_channels, out_channels * kernel_h * kernel_w)
@@ -25,15 +61,16 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
     int stride_h, int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w,
     long long positions_per_split,  // reduction positions each split covers (a multiple of BK)
     int splits, int m_tiles, int col_tiles) {
-    typedef typename ValueTraits<T>::acc Acc;
-    constexpr int THREADS = (BM / TM) * (BN / TN);
+    typedef typename Math::Acc Acc;
+    constexpr int BM = Math::BM, BN = Math::BN, BK = Math::BK, PAD = Math::PAD;
+    constexpr int THREADS = Math::THREADS;
     constexpr int COLS_STEP = THREADS / BK;  // threads sharing one reduction row
     constexpr int A_PER_THREAD = BM / COLS_STEP;
     constexpr int B_PER_THREAD = BN / COLS_STEP;
     static_assert(THREADS % BK == 0 && BM % COLS_STEP == 0 && BN % COLS_STEP == 0, "tiles must split evenly");
 
-    __shared__ __align__(16) Acc a_tile[2][BK][BM];
-    __shared__ __align__(16) Acc b_tile[2][BK][BN];
+    __shared__ __align__(16) Acc a_tile[2][BK][BM + PAD];
+    __shared__ __align__(16) Acc b_tile[2][BK][BN + PAD];
 
     // Block -> (m tile, column tile, split, group): tiles of one split read the
     // same stretch of x and grad_output, so they run side by side.
@@ -126,14 +163,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
         for (int i = 0; i < B_PER_THREAD; ++i) b_tile[buf][row][lane_col + i * COLS_STEP] = b_reg[i];
     };
 
-    const int ty = tid / (BN / TN);
-    const int tx = tid % (BN / TN);
-    typedef typename ReductionTraits<T>::sum Sum;
-    Sum acc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = Sum{};
+    typename Math::Frag acc;
+    Math::zero(acc);
 
     const Index span = r_end > r_begin ? r_end - r_begin : Index(0);
     const int k_tiles = static_cast<int>((span + BK - 1) / BK);
@@ -145,7 +176,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
     for (int kt = 0; kt < k_tiles; ++kt) {
         const int buf = kt & 1;
         if (kt + 1 < k_tiles) fetch();
-        accumulate_slice<Acc, Sum, BM, BN, BK, TM, TN>(a_tile[buf], b_tile[buf], acc, ty, tx);
+        Math::slice(a_tile[buf], b_tile[buf], acc, tid);
         if (kt + 1 < k_tiles) stash(buf ^ 1);
         __syncthreads();
     }
@@ -153,16 +184,32 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(
     // Every (row, column) of the tile is written, zeros included, so the
     // workspace needs no clearing.
     const Index slab = static_cast<Index>(split * groups + group) * in_channels;
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int m = m_tile * BM + fragment_index<BM, TM>(ty, i);
-        if (m >= in_channels) continue;
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-            const int col = col_tile * BN + fragment_index<BN, TN>(tx, j);
-            if (col < columns) workspace[(slab + m) * columns + col] = to_double(acc[i][j]);
-        }
-    }
+    Math::each(acc, tid, [&](int row, int col, double value) {
+        const int m = m_tile * BM + row;
+        col += col_tile * BN;
+        if (m < in_channels && col < columns) workspace[(slab + m) * columns + col] = value;
+    });
+}
+
+#define GRAD_WEIGHT_PARAMS                                                                                          \
+    const T *__restrict__ input, const T *__restrict__ grad_output, double *__restrict__ workspace, int batch,      \
+        int groups, int in_channels, int out_channels, int in_h, int in_w, int out_h, int out_w, int kernel_h,      \
+        int kernel_w, int stride_h, int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w,            \
+        long long positions_per_split, int splits, int m_tiles, int col_tiles
+#define GRAD_WEIGHT_ARGS                                                                                            \
+    input, grad_output, workspace, batch, groups, in_channels, out_channels, in_h, in_w, out_h, out_w, kernel_h,  \
+        kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, positions_per_split, splits, m_tiles,   \
+        col_tiles
+
+template <typename T, typename Index, int BM, int BN, int BK, int TM, int TN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(GRAD_WEIGHT_PARAMS) {
+    grad_weight_body<T, Index, SimtSum<T, BM, BN, BK, TM, TN>>(GRAD_WEIGHT_ARGS);
+}
+
+// Tensor cores (sm_80 and later); float, half or bfloat16.
+template <typename T, typename Index, int BM, int BN, int BK, int WARPS_M, int WARPS_N>
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N) grad_weight_mma(GRAD_WEIGHT_PARAMS) {
+    grad_weight_body<T, Index, MmaMath<T, BM, BN, BK, WARPS_M, WARPS_N, 1>>(GRAD_WEIGHT_ARGS);
 }
 
 // grad_bias partial sums: block (channel, split) adds grad_output[n, channel, :]
