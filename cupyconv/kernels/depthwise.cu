@@ -131,3 +131,140 @@ __global__ void __launch_bounds__(256) depthwise_forward(
         if (ow0 + 32 * i < out_w) y[ow0 + 32 * i] = ValueTraits<T>::from_acc(acc[i]);
     }
 }
+
+// ---------------------------------------------------------------------------
+// The backward pass of the same problems, grad_input and grad_weight in one
+// read of grad_output and x.  For input channel c (one per group) and input
+// position (n, ih, iw), tap t = (j, kh, kw) of the multiplier M and kernel
+// reads
+//     g_t = grad_output[n, c * M + j, ih * stride_h - pad_h + kh * dil_h, iw * stride_w - pad_w + kw * dil_w]
+// (zero outside), and
+//     grad_input[n, c, ih, iw]  = sum_t weight[c, j, kh, kw] * g_t            (a gather: no phases)
+//     grad_weight[c, j, kh, kw] = sum_{n, ih, iw} x[n, c, ih, iw] * g_t.
+// Block (channel, split) walks the split's share of the channel's
+// batch * in_h * in_w positions, consecutive threads on consecutive positions.
+// Each thread keeps one grad_weight sum per tap in registers (double, or
+// compensated double for double: ReductionTraits), so up to MAX_TAPS taps;
+// the block then reduces them in a fixed tree into workspace[split][c][t],
+// which sum_splits adds in split order.  No atomics: bitwise deterministic.
+// grad_input sums in the accumulator type, like the forward stencil.
+
+__device__ __forceinline__ double combine(double a, double b) { return a + b; }
+__device__ __forceinline__ compensated combine(compensated a, compensated b) {
+    double s, e;
+    two_sum(a.hi, b.hi, s, e);
+    return compensated{s, (a.lo + b.lo) + e};
+}
+__device__ __forceinline__ double shuffle_down(double v, int delta) { return __shfl_down_sync(0xffffffffu, v, delta); }
+__device__ __forceinline__ compensated shuffle_down(compensated v, int delta) {
+    return compensated{__shfl_down_sync(0xffffffffu, v.hi, delta), __shfl_down_sync(0xffffffffu, v.lo, delta)};
+}
+
+template <typename T, typename Index, int MAX_TAPS, int THREADS>
+__global__ void __launch_bounds__(THREADS) depthwise_backward(
+    const T* __restrict__ grad_output,  // (batch, channels * multiplier, out_h, out_w)
+    const T* __restrict__ x,            // (batch, channels, in_h, in_w)
+    const T* __restrict__ weight,       // (channels, multiplier, kernel_h, kernel_w)
+    T* __restrict__ grad_input,         // like x, or null when not wanted
+    double* __restrict__ workspace,     // (splits, channels, multiplier * kernel_h * kernel_w), or null
+    int batch, int channels, int multiplier, int in_h, int in_w, int out_h, int out_w, int kernel_h, int kernel_w,
+    int stride_h, int stride_w, int pad_h, int pad_w, int dil_h, int dil_w,
+    long long per_split)  // positions per split
+{
+    typedef typename ValueTraits<T>::acc Acc;
+    typedef typename ReductionTraits<T>::sum Sum;
+    constexpr int WARPS = THREADS / 32;
+    static_assert(THREADS % 32 == 0 && MAX_TAPS <= THREADS, "one thread per tap at the end");
+    __shared__ int tap_dh[MAX_TAPS], tap_dw[MAX_TAPS];
+    __shared__ Index tap_offset[MAX_TAPS];
+    __shared__ Acc tap_weight[MAX_TAPS];
+    __shared__ Sum warp_sums[WARPS][MAX_TAPS];
+
+    const int channel = blockIdx.x % channels;
+    const int split = blockIdx.x / channels;
+    const int kernel_taps = kernel_h * kernel_w;
+    const int taps = multiplier * kernel_taps;
+    const Index in_hw = static_cast<Index>(in_h) * in_w;
+    const Index out_hw = static_cast<Index>(out_h) * out_w;
+    for (int t = threadIdx.x; t < taps; t += THREADS) {
+        const int j = t / kernel_taps;
+        const int kh = (t - j * kernel_taps) / kernel_w;
+        const int kw = t - j * kernel_taps - kh * kernel_w;
+        tap_dh[t] = kh * dil_h;
+        tap_dw[t] = kw * dil_w;
+        tap_offset[t] = j * out_hw + static_cast<Index>(kh * dil_h) * out_w + kw * dil_w;
+        tap_weight[t] = ValueTraits<T>::to_acc(weight[static_cast<Index>(channel) * taps + t]);
+    }
+    __syncthreads();
+
+    Sum acc[MAX_TAPS];
+#pragma unroll
+    for (int t = 0; t < MAX_TAPS; ++t) acc[t] = Sum{};
+    const bool want_weight = workspace != nullptr;
+    const long long total = static_cast<long long>(batch) * in_hw;
+    const long long begin = static_cast<long long>(split) * per_split;
+    const long long end = min(total, begin + per_split);
+    long long f = begin + threadIdx.x;
+    if (f < end) {
+        int n = static_cast<int>(f / in_hw);
+        const Index pos = static_cast<Index>(f - static_cast<long long>(n) * in_hw);
+        int ih = static_cast<int>(pos / in_w);
+        int iw = static_cast<int>(pos - static_cast<Index>(ih) * in_w);
+        for (; f < end; f += THREADS) {
+            const int oh0 = ih * stride_h - pad_h;
+            const int ow0 = iw * stride_w - pad_w;
+            const Index plane = static_cast<Index>(n) * channels + channel;
+            const Index gy_base = plane * multiplier * out_hw + static_cast<Index>(oh0) * out_w + ow0;
+            const Index x_index = plane * in_hw + static_cast<Index>(ih) * in_w + iw;
+            const Acc xv = want_weight ? ValueTraits<T>::to_acc(x[x_index]) : Acc(0);
+            Acc g = Acc(0);
+#pragma unroll
+            for (int t = 0; t < MAX_TAPS; ++t) {
+                if (t < taps) {
+                    const int oh = oh0 + tap_dh[t];
+                    const int ow = ow0 + tap_dw[t];
+                    if (static_cast<unsigned>(oh) < static_cast<unsigned>(out_h) &&
+                        static_cast<unsigned>(ow) < static_cast<unsigned>(out_w)) {
+                        const Acc v = ValueTraits<T>::to_acc(grad_output[gy_base + tap_offset[t]]);
+                        g = mac(tap_weight[t], v, g);
+                        if (want_weight) acc[t] = mac(xv, v, acc[t]);
+                    }
+                }
+            }
+            if (grad_input != nullptr) grad_input[x_index] = ValueTraits<T>::from_acc(g);
+            // Next position, THREADS further on: a division only when a row wraps.
+            iw += THREADS;
+            if (iw >= in_w) {
+                const int rows = iw / in_w;
+                iw -= rows * in_w;
+                ih += rows;
+                if (ih >= in_h) {
+                    const int images = ih / in_h;
+                    ih -= images * in_h;
+                    n += images;
+                }
+            }
+        }
+    }
+    if (!want_weight) return;
+
+    // Fixed-order reduction: a shuffle tree within each warp, then the warps'
+    // sums in warp order.
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int t = 0; t < MAX_TAPS; ++t) {
+        if (t < taps) {
+            Sum v = acc[t];
+#pragma unroll
+            for (int delta = 16; delta > 0; delta /= 2) v = combine(v, shuffle_down(v, delta));
+            if (lane == 0) warp_sums[warp][t] = v;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < taps) {
+        Sum v = warp_sums[0][threadIdx.x];
+#pragma unroll
+        for (int w = 1; w < WARPS; ++w) v = combine(v, warp_sums[w][threadIdx.x]);
+        workspace[(static_cast<Index>(split) * channels + channel) * taps + threadIdx.x] = to_double(v);
+    }
+}
