@@ -100,8 +100,20 @@ def _tensor_core_passes(dtype: str, precision: str) -> int:
     return 0
 
 
+# conv_gemm reads the weight packed (groups, KH*KW, C, M) when the output has
+# at least this many elements: one copy of the weight per call, so that a
+# warp's weight loads are consecutive instead of KH*KW (forward) or
+# C_out/groups*KH*KW (grad_input) elements apart.  Below it the copy's launch
+# would cost more than it saves.
+PACK_MIN_OUTPUT = 1 << 16
+
+
+def _packs_weight(geometry: Geometry, pass_name: str, out_size: int) -> bool:
+    return out_size >= PACK_MIN_OUTPUT and _kernels.gemm_weight_strides(geometry, pass_name)[1] != 1
+
+
 @functools.lru_cache(maxsize=1024)
-def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passes: int) -> Tuple[_Launch, tuple]:
+def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passes: int, packed: bool) -> Tuple[_Launch, tuple]:
     """conv_gemm (passes 0) or conv_mma over every (group, phase, row tile,
     column tile), and its phase table, for the forward pass or grad_input."""
     if pass_name == "forward":
@@ -112,7 +124,7 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passe
         flat, phases_h, phases_w = _kernels.grad_input_phases(geometry)
         red_channels, out_channels = geometry.out_channels_per_group, geometry.in_channels_per_group
         source4, out4 = geometry.output_shape4, geometry.input_shape4
-    w_strides = _kernels.gemm_weight_strides(geometry, pass_name)
+    w_strides = _kernels.gemm_weight_strides(geometry, pass_name, packed)
     tile = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, out_channels)
     counts = flat[0::9]
     cols_h, cols_w = max(counts[:phases_h]), max(counts[phases_h:])
@@ -125,7 +137,7 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passe
         _i32(phases_h), _i32(phases_w), _i32(batch), _i32(geometry.groups),
         _i32(red_channels), _i32(out_channels),
         _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w), _i32(geometry.kernel[1]),
-        _i64(w_strides[0]), _i64(w_strides[1]), _i64(w_strides[2]),
+        _i64(w_strides[0]), _i64(w_strides[1]), _i64(w_strides[2]), _i64(w_strides[3]),
         _i32(cols_h), _i32(cols_w), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
     name = _kernels.mma_name(dtype, index, tile, passes) if passes else _kernels.gemm_name(dtype, index, tile)
@@ -139,7 +151,10 @@ def _launch(plan: _Launch, arrays: tuple) -> None:
 def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
     index = _kernels.index_type(source4.size, out4.size, weight.size)
     dtype = numpy.dtype(out4.dtype).name
-    plan, flat = _gemm_plan(geometry, pass_name, dtype, index, _tensor_core_passes(dtype, precision))
+    packed = _packs_weight(geometry, pass_name, out4.size)
+    if packed:
+        weight = cupy.ascontiguousarray(_kernels.pack_gemm_weight(weight, geometry, pass_name))
+    plan, flat = _gemm_plan(geometry, pass_name, dtype, index, _tensor_core_passes(dtype, precision), packed)
     _launch(plan, (source4, weight, bias, out4, _phase_table(flat)))  # bias None: a null pointer
 
 
@@ -199,13 +214,69 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     with grad_output.device:
         gy4 = _contiguous4(grad_output, geometry.output_shape4)
         grad_input = grad_weight = grad_bias = None
+        if (want_input or want_weight) and _depthwise_backward_applies(geometry):
+            # one pass for both; grad_bias below
+            grad_input, grad_weight = _depthwise_backward(
+                gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
+            )
+            want_input = want_weight = False
         if want_input:
             grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
         if want_weight:
-            grad_weight = _grad_weight(gy4, _contiguous4(x, geometry.input_shape4), geometry, out[1])
+            grad_weight = _grad_weight(gy4, _contiguous4(x, geometry.input_shape4), geometry, precision, out[1])
         if want_bias:
             grad_bias = _grad_bias(gy4, geometry, out[2])
         return grad_input, grad_weight, grad_bias
+
+
+def _depthwise_backward_applies(geometry: Geometry) -> bool:
+    return (
+        _kernels.depthwise_backward_taps(geometry) > 0
+        and geometry.batch * geometry.in_size[0] * geometry.in_size[1] > 0
+        and math.prod(geometry.output_shape4) > 0
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _depthwise_backward_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int):
+    """(depthwise_backward launch, workspace shape, sum_splits launch): blocks
+    (channel, split), about 16 per multiprocessor."""
+    channels = geometry.in_channels
+    positions = geometry.batch * geometry.in_size[0] * geometry.in_size[1]
+    threads = _kernels.DEPTHWISE_BACKWARD_THREADS
+    wanted = -(-16 * multiprocessors // channels)
+    splits = max(1, min(wanted, positions // (4 * threads)))
+    per_split = -(-positions // splits)
+    splits = -(-positions // per_split)
+    batch, _, in_h, in_w = geometry.input_shape4
+    _, _, out_h, out_w = geometry.output_shape4
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geometry.kernel, geometry.stride, geometry.padding, geometry.dilation
+    scalars = (
+        _i32(batch), _i32(channels), _i32(geometry.out_channels_per_group), _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w),
+        _i32(kh), _i32(kw), _i32(sh), _i32(sw), _i32(ph), _i32(pw), _i32(dh), _i32(dw), _i64(per_split),
+    )  # fmt: skip
+    name = _kernels.depthwise_backward_name(dtype, index, _kernels.depthwise_backward_taps(geometry))
+    launch = _Launch("depthwise.cu", name, _blocks_for(channels * splits), threads, scalars)
+    count = math.prod(geometry.weight_shape4)
+    return launch, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
+
+
+def _depthwise_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, want_weight: bool, out):
+    """grad_input and grad_weight (each None unless wanted) of a depthwise
+    problem, in one pass over grad_output and x."""
+    dtype = numpy.dtype(gy4.dtype).name
+    index = _kernels.index_type(x4.size, gy4.size, weight.size)
+    launch, workspace_shape, finish = _depthwise_backward_plan(geometry, dtype, index, _multiprocessors())
+    grad_input = _output(out[0], geometry.input_shape4, gy4.dtype) if want_input else None
+    grad_weight = _output(out[1], geometry.weight_shape4, gy4.dtype) if want_weight else None
+    workspace = cupy.empty(workspace_shape, dtype=numpy.float64) if want_weight else None
+    _launch(launch, (gy4, x4, weight, grad_input, workspace))  # None: a null pointer
+    if want_weight:
+        _launch(finish, (workspace, grad_weight))
+        grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
+    if want_input:
+        grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))
+    return grad_input, grad_weight
 
 
 def _grad_input(gy4, weight, geometry: Geometry, precision: str, out=None):
@@ -228,13 +299,14 @@ def _sum_splits_plan(dtype: str, count: int, splits: int, multiprocessors: int) 
 
 
 @functools.lru_cache(maxsize=1024)
-def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int):
-    """(grad_weight_partial launch, workspace shape, sum_splits launch)."""
+def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, passes: int):
+    """(grad_weight_partial or grad_weight_mma launch, workspace shape,
+    sum_splits launch)."""
     rows = geometry.in_channels_per_group
     kernel_h, kernel_w = geometry.kernel
     columns = geometry.out_channels_per_group * kernel_h * kernel_w
     positions = geometry.batch * geometry.in_size[0] * geometry.in_size[1]
-    tile = _kernels.pick_tile(_kernels.GRAD_WEIGHT_TILES, rows)
+    tile = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GRAD_WEIGHT_TILES, rows)
     m_tiles = -(-rows // tile.bm)
     col_tiles = -(-columns // tile.bn)
     splits = _splits(m_tiles * col_tiles * geometry.groups, positions, 32 * tile.bk, multiprocessors)
@@ -252,22 +324,26 @@ def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessor
         _i64(per_split), _i32(splits), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
     blocks = _blocks_for(m_tiles * col_tiles * splits * geometry.groups)
-    partial = _Launch("grad_weight.cu", _kernels.grad_weight_name(dtype, index, tile), blocks, tile.threads, scalars)
+    name = _kernels.grad_weight_mma_name(dtype, index, tile) if passes else _kernels.grad_weight_name(dtype, index, tile)
+    partial = _Launch("grad_weight.cu", name, blocks, tile.threads, scalars)
     count = math.prod(geometry.weight_shape4)
     return partial, workspace_shape, _sum_splits_plan(dtype, count, splits, multiprocessors)
 
 
-def _grad_weight(gy4, x4, geometry: Geometry, out=None):
+def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
+    """Tensor cores (one product per pair, float sums within a split) where the
+    forward pass uses them too; else CUDA cores with double sums."""
     dtype = numpy.dtype(gy4.dtype).name
+    passes = min(_tensor_core_passes(dtype, precision), 1)
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
     if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:  # empty batch: the sum over nothing
         grad[...] = 0
     elif grad.size:
         multiprocessors = _multiprocessors()
-        partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, "int", multiprocessors)
+        partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, "int", multiprocessors, passes)
         index = _kernels.index_type(x4.size, gy4.size, math.prod(workspace_shape))
         if index != "int":  # the split count does not depend on the index type
-            partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, index, multiprocessors)
+            partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, index, multiprocessors, passes)
         workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
         _launch(partial, (x4, gy4, workspace))
         _launch(finish, (workspace, grad))

@@ -127,8 +127,33 @@ def depthwise_tap_step(stride: int, dilation: int) -> int:
     return stride // math.gcd(stride, dilation)
 
 
+# depthwise_backward: instantiations by the most taps (multiplier * KH * KW)
+# a thread keeps a grad_weight sum for; more taps than the last go through
+# the GEMM kernels.
+DEPTHWISE_BACKWARD_TAPS = (4, 16)
+DEPTHWISE_BACKWARD_THREADS = 256
+
+
+def depthwise_backward_name(dtype: str, index: str, max_taps: int) -> str:
+    return f"depthwise_backward<{CUDA_TYPE[dtype]}, {index}, {max_taps}, {DEPTHWISE_BACKWARD_THREADS}>"
+
+
+def depthwise_backward_taps(geometry: Geometry) -> int:
+    """The smallest depthwise_backward bound covering the geometry's taps, or 0
+    if none does (or it is not depthwise)."""
+    if geometry.in_channels_per_group != 1:
+        return 0
+    taps = geometry.out_channels_per_group * geometry.kernel[0] * geometry.kernel[1]
+    return next((bound for bound in DEPTHWISE_BACKWARD_TAPS if 0 < taps <= bound), 0)
+
+
 def grad_weight_name(dtype: str, index: str, tile: Tile) -> str:
     return f"grad_weight_partial<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {tile.bk}, {tile.tm}, {tile.tn}>"
+
+
+def grad_weight_mma_name(dtype: str, index: str, tile: MmaTile) -> str:
+    t = tile
+    return f"grad_weight_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}>"
 
 
 def grad_bias_name(dtype: str) -> str:
@@ -148,7 +173,10 @@ def all_instantiations() -> List[Tuple[str, str]]:
             for passes in (1, 3) if dtype == "float32" else (1,) if dtype in ("float16", "bfloat16") else ():
                 names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in MMA_TILES]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
+            if dtype != "float64":
+                names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TILES]
             names += [("depthwise.cu", depthwise_name(dtype, index, taps)) for taps in DEPTHWISE_TAPS_W]
+            names += [("depthwise.cu", depthwise_backward_name(dtype, index, taps)) for taps in DEPTHWISE_BACKWARD_TAPS]
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]
     return names
 
@@ -241,18 +269,34 @@ def _flatten(records) -> Tuple[int, ...]:
     return flat
 
 
-def gemm_weight_strides(geometry: Geometry, pass_name: str) -> Tuple[int, int, int]:
-    """conv_gemm's (w_stride_group, w_stride_m, w_stride_c) for weight
-    [(g*C_in/g + ci), j, kh, kw]: the forward pass makes GEMM rows m the output
-    channels j and reduces over ci; grad_input makes the rows ci and reduces over j."""
+def gemm_weight_strides(geometry: Geometry, pass_name: str, packed: bool = False) -> Tuple[int, int, int, int]:
+    """conv_gemm's (w_stride_group, w_stride_m, w_stride_c, w_stride_tap).
+
+    The forward pass makes GEMM rows m the output channels j and reduces over
+    ci; grad_input makes the rows ci and reduces over j.  Unpacked, A reads the
+    weight as given, [(g*C_in/g + ci), j, kh, kw]; packed, it reads
+    pack_gemm_weight's (groups, KH*KW, C, M) array, consecutive in m."""
+    if pass_name not in ("forward", "grad_input"):
+        raise ValueError(f"unknown pass {pass_name!r}")
     taps = geometry.kernel[0] * geometry.kernel[1]
+    if packed:
+        rows, red = geometry.out_channels_per_group, geometry.in_channels_per_group
+        if pass_name == "grad_input":
+            rows, red = red, rows
+        return taps * red * rows, 1, rows, red * rows
     per_in_channel = geometry.out_channels_per_group * taps
     group = geometry.in_channels_per_group * per_in_channel
     if pass_name == "forward":
-        return group, taps, per_in_channel
-    if pass_name == "grad_input":
-        return group, per_in_channel, taps
-    raise ValueError(f"unknown pass {pass_name!r}")
+        return group, taps, per_in_channel, 1
+    return group, per_in_channel, taps, 1
+
+
+def pack_gemm_weight(weight, geometry: Geometry, pass_name: str):
+    """A view of `weight` (NumPy or CuPy) ordered (groups, KH*KW, C, M), the
+    packed layout of gemm_weight_strides; the caller makes it contiguous."""
+    taps = geometry.kernel[0] * geometry.kernel[1]
+    w = weight.reshape(geometry.groups, geometry.in_channels_per_group, geometry.out_channels_per_group, taps)
+    return w.transpose((0, 3, 1, 2) if pass_name == "forward" else (0, 3, 2, 1))
 
 
 def phase_table_array(flat: Tuple[int, ...]) -> numpy.ndarray:

@@ -28,7 +28,7 @@ import cupyconv
 from cupyconv import _kernels, reference
 
 from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
-from sweep import CASES, relative_error
+from sweep import CASES, Case, relative_error
 
 try:
     import cupy
@@ -50,6 +50,14 @@ except Exception:
     torch, HAVE_TORCH_CUDA = None, False
 
 Ops = collections.namedtuple("Ops", "forward backward ref_forward ref_backward")
+
+# GPU-only cases, large enough that the split reductions cut every channel
+# into several splits and each thread walks several positions across rows.
+LARGE_CASES = [
+    Case("1d_dw_long", 1, 3, 8, 16, (4,), (700,), stride=2, padding=1, groups=8),
+    Case("2d_dw_large", 2, 2, 6, 6, (3, 3), (40, 50), stride=2, padding=1, dilation=(1, 2), groups=6),
+    Case("1d_grouped_long", 1, 2, 24, 48, (5,), (900,), stride=3, padding=2, groups=3),
+]
 
 
 def _ops(case) -> Ops:
@@ -149,7 +157,7 @@ def _torch_backward_errors(case, dtype_name, precision, x, w, gy, oracles):
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", CASES + LARGE_CASES, ids=str)
 def test_backward(case, mode):
     dtype_name, precision = mode
     dtype = numpy_dtype(dtype_name)
@@ -167,6 +175,20 @@ def test_backward(case, mode):
         torch_errors = [max(e, t) for e, t in zip(torch_errors, _tf32_errors(case, x, w, None, gy)[1:])]
     for name, grad, oracle, torch_error in zip(("grad_input", "grad_weight", "grad_bias"), grads, oracles, torch_errors):
         _check(grad, oracle, dtype_name, precision, torch_error, name)
+
+
+PACKED_CASES = [c for c in CASES + LARGE_CASES if c.name in ("1d_vocoder", "2d_groups_dilation", "1d_wide_channels", "2d_per_axis", "1d_grouped_long")]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
+@pytest.mark.parametrize("case", PACKED_CASES, ids=str)
+def test_packed_weight(case, mode, monkeypatch):
+    """conv_gemm reading the packed weight copy (large problems do) on small ones."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "PACK_MIN_OUTPUT", 0)
+    test_forward(case, mode)
+    test_backward(case, mode)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_s2_p1_op1", "2d_s5_d2", "1d_wide_channels")], ids=str)
@@ -190,13 +212,18 @@ def test_non_default_stream(case):
         assert relative_error(cupy.asnumpy(grad), oracle_grad) < 1e-5
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_wide_channels", "2d_groups_dilation", "1d_vocoder")], ids=str)
-def test_backward_is_bitwise_deterministic(case):
+DETERMINISM_CASES = [c for c in CASES + LARGE_CASES if c.name in ("1d_wide_channels", "2d_groups_dilation", "1d_vocoder", "1d_dw_long", "2d_dw_large")]
+
+
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("float16", "highest")], ids=["float32", "float16"])
+@pytest.mark.parametrize("case", DETERMINISM_CASES, ids=str)
+def test_backward_is_bitwise_deterministic(case, mode):
     rng = numpy.random.default_rng(23)
-    x, w, _ = case.arrays(rng, numpy.float32)
+    dtype = numpy_dtype(mode[0])
+    x, w, _ = case.arrays(rng, dtype)
     out_shape = _ops(case).ref_forward(x, w, **case.kwargs).shape
-    gy = cupy.asarray(rng.standard_normal(out_shape).astype(numpy.float32))
-    xg, wg = cupy.asarray(x.astype(numpy.float32)), cupy.asarray(w.astype(numpy.float32))
+    gy = cupy.asarray(rng.standard_normal(out_shape).astype(dtype))
+    xg, wg = cupy.asarray(x.astype(dtype)), cupy.asarray(w.astype(dtype))
     backward = _ops(case).backward
     first = [cupy.asnumpy(g) for g in backward(gy, xg, wg, **case.kwargs)]
     for _ in range(5):
@@ -205,7 +232,7 @@ def test_backward_is_bitwise_deterministic(case):
             assert a.tobytes() == b.tobytes()
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_s3_d2_p2_op1", "2d_per_axis", "1d_wide_channels")], ids=str)
+@pytest.mark.parametrize("case", [c for c in CASES + LARGE_CASES if c.name in ("1d_s3_d2_p2_op1", "2d_per_axis", "1d_wide_channels", "1d_dw_long")], ids=str)
 def test_64_bit_index_kernels(case, monkeypatch):
     """The long long instantiations (used past 2**31 elements) on small data."""
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
