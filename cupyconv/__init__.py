@@ -19,8 +19,22 @@ from __future__ import annotations
 
 from . import _api
 
-__all__ = ["conv_transpose1d", "conv_transpose2d", "conv_transpose1d_backward", "conv_transpose2d_backward"]
+__all__ = ["conv_transpose1d", "conv_transpose2d", "conv_transpose1d_backward", "conv_transpose2d_backward", "set_autotune"]
 __version__ = "0.1.0"
+
+
+def set_autotune(enabled):
+    """Turn tile autotuning on (True) or off (False) for this process, or
+    (None) leave it to the ``CUPYCONV_AUTOTUNE`` environment variable.
+
+    With it on, the first GPU call on each new problem signature (device,
+    dtype, shapes and arguments) times every candidate tile configuration of
+    its kernels on the call's own arrays and keeps the fastest, remembered in
+    ``$CUPYCONV_CACHE_DIR/autotune.json`` (default ``~/.cache/cupyconv``) for
+    later calls and processes.  Off, a heuristic picks by channel counts."""
+    from . import _autotune
+
+    _autotune.set_enabled(enabled)
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *, precision=None):

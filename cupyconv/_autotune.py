@@ -1,0 +1,123 @@
+"""Tile choice per problem: a heuristic by default, measured when asked.
+
+With autotuning on (``CUPYCONV_AUTOTUNE=1`` in the environment, or
+``cupyconv.set_autotune(True)``), the first call of a kernel family on a new
+(device, dtype, index type, geometry) signature times every candidate tile
+configuration on the call's own arrays, keeps the fastest, and writes it to a
+JSON file, so later calls and later processes on the same kind of GPU pay
+nothing: ``$CUPYCONV_CACHE_DIR/autotune.json``, by default
+``~/.cache/cupyconv/autotune.json``.  A progress bar (tqdm, on stderr) shows
+while it times.
+
+This module imports no CuPy: the timer is passed in by the caller (``_cuda``
+uses ``cupyx.profiler.benchmark``), so the bookkeeping is tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from typing import Callable, Dict, Optional, Sequence, TypeVar
+
+Candidate = TypeVar("Candidate")
+
+_enabled: Optional[bool] = None  # None: follow CUPYCONV_AUTOTUNE
+_lock = threading.Lock()
+_memory: Dict[str, str] = {}  # signature -> winning candidate's name
+_loaded_from: Optional[str] = None
+
+
+def set_enabled(flag: Optional[bool]) -> None:
+    """True or False overrides the environment; None follows CUPYCONV_AUTOTUNE again."""
+    global _enabled
+    if flag is not None and not isinstance(flag, bool):
+        raise TypeError(f"autotune flag must be True, False or None, got {flag!r}")
+    _enabled = flag
+
+
+def enabled() -> bool:
+    if _enabled is not None:
+        return _enabled
+    value = os.environ.get("CUPYCONV_AUTOTUNE", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
+
+
+def cache_path() -> str:
+    folder = os.environ.get("CUPYCONV_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "cupyconv")
+    return os.path.join(folder, "autotune.json")
+
+
+def _read(path: str) -> Dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):  # missing or unreadable: start afresh
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _load() -> None:
+    """Read the disk cache once per path (again if CUPYCONV_CACHE_DIR changes)."""
+    global _loaded_from
+    path = cache_path()
+    if _loaded_from != path:
+        _memory.clear()
+        _memory.update(_read(path))
+        _loaded_from = path
+
+
+def _store(signature: str, name: str) -> None:
+    """Remember a winner in memory and on disk (merged with what other
+    processes wrote meanwhile, replaced atomically).  A cache that cannot be
+    written is not an error: the winner is still kept for this process."""
+    _memory[signature] = name
+    path = cache_path()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        data = _read(path)
+        data[signature] = name
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".autotune-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=0, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def remembered(signature: str) -> Optional[str]:
+    with _lock:
+        _load()
+        return _memory.get(signature)
+
+
+def choose(
+    signature: str,
+    candidates: Sequence[Candidate],
+    name: Callable[[Candidate], str],
+    time: Callable[[Candidate], float],
+    label: str = "",
+) -> Candidate:
+    """The candidate remembered for `signature`, else the fastest by `time`
+    (seconds; a candidate that raises is skipped), remembered from now on."""
+    by_name = {name(c): c for c in candidates}
+    with _lock:
+        _load()
+        known = _memory.get(signature)
+        if known in by_name:
+            return by_name[known]
+        from tqdm.auto import tqdm
+
+        best, best_time = None, float("inf")
+        for candidate in tqdm(candidates, desc=f"cupyconv autotune {label}".rstrip(), unit="config", leave=False):
+            try:
+                seconds = time(candidate)
+            except Exception:  # e.g. a configuration the device cannot launch
+                continue
+            if seconds < best_time:
+                best, best_time = candidate, seconds
+        if best is None:
+            raise RuntimeError(f"autotune: no candidate configuration ran for {label or signature}")
+        _store(signature, name(best))
+        return best
