@@ -16,7 +16,7 @@ from typing import NamedTuple, Tuple
 import cupy
 import numpy
 
-from . import _kernels
+from . import _autotune, _kernels
 from ._geometry import Geometry
 
 _i32 = numpy.int32
@@ -112,10 +112,15 @@ def _packs_weight(geometry: Geometry, pass_name: str, out_size: int) -> bool:
     return out_size >= PACK_MIN_OUTPUT and _kernels.gemm_weight_strides(geometry, pass_name)[1] != 1
 
 
+def _gemm_rows(geometry: Geometry, pass_name: str) -> int:
+    return geometry.out_channels_per_group if pass_name == "forward" else geometry.in_channels_per_group
+
+
 @functools.lru_cache(maxsize=1024)
-def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passes: int, packed: bool) -> Tuple[_Launch, tuple]:
-    """conv_gemm (passes 0) or conv_mma over every (group, phase, row tile,
-    column tile), and its phase table, for the forward pass or grad_input."""
+def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passes: int, packed: bool, tile) -> Tuple[_Launch, tuple]:
+    """conv_gemm (passes 0) or conv_mma with `tile` over every (group, phase,
+    row tile, column tile), and its phase table, for the forward pass or
+    grad_input."""
     if pass_name == "forward":
         flat, phases_h, phases_w = _kernels.forward_phases(geometry)
         red_channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
@@ -125,7 +130,6 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passe
         red_channels, out_channels = geometry.out_channels_per_group, geometry.in_channels_per_group
         source4, out4 = geometry.output_shape4, geometry.input_shape4
     w_strides = _kernels.gemm_weight_strides(geometry, pass_name, packed)
-    tile = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, out_channels)
     counts = flat[0::9]
     cols_h, cols_w = max(counts[:phases_h]), max(counts[phases_h:])
     batch, _, in_h, in_w = source4
@@ -148,14 +152,59 @@ def _launch(plan: _Launch, arrays: tuple) -> None:
     _function(plan.file, plan.name)((plan.blocks,), (plan.threads,), arrays + plan.scalars)
 
 
+@cupy.memoize(for_each_device=True)
+def _device_signature() -> str:
+    properties = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = properties["name"]
+    return f"{name.decode() if isinstance(name, bytes) else name} sm_{_compute_capability()}"
+
+
+def _gpu_seconds(run) -> float:
+    """Median GPU time of run() on the current stream (cupyx.profiler.benchmark)."""
+    from cupyx.profiler import benchmark
+
+    result = benchmark(run, n_repeat=10, n_warmup=2, max_duration=2.0)
+    return float(numpy.median(result.gpu_times[0]))
+
+
+_tuned = {}  # (device, family, key) -> tile: this process's choices, so a tuned call costs one lookup
+
+
+def _pick(family: str, key: tuple, candidates, heuristic, launch):
+    """The tile for this call: the heuristic's, or with autotuning on the
+    fastest of `candidates` (launch(tile) runs the pass with it), measured
+    once per device and signature and remembered on disk."""
+    if not _autotune.enabled():
+        return heuristic
+    memo = (cupy.cuda.Device().id, family, key)
+    tile = _tuned.get(memo)
+    if tile is None:
+        signature = "|".join([_device_signature(), family] + [str(k) for k in key])
+        tile = _tuned[memo] = _autotune.choose(
+            signature, candidates, name=lambda tile: ",".join(map(str, tile)),
+            time=lambda tile: _gpu_seconds(lambda: launch(tile)), label=f"{family} {key[0]}",
+        )  # fmt: skip
+    return tile
+
+
 def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
     index = _kernels.index_type(source4.size, out4.size, weight.size)
     dtype = numpy.dtype(out4.dtype).name
     packed = _packs_weight(geometry, pass_name, out4.size)
     if packed:
         weight = cupy.ascontiguousarray(_kernels.pack_gemm_weight(weight, geometry, pass_name))
-    plan, flat = _gemm_plan(geometry, pass_name, dtype, index, _tensor_core_passes(dtype, precision), packed)
-    _launch(plan, (source4, weight, bias, out4, _phase_table(flat)))  # bias None: a null pointer
+    passes = _tensor_core_passes(dtype, precision)
+    table = None
+
+    def launch(tile):
+        nonlocal table
+        plan, flat = _gemm_plan(geometry, pass_name, dtype, index, passes, packed, tile)
+        table = _phase_table(flat) if table is None else table
+        _launch(plan, (source4, weight, bias, out4, table))  # bias None: a null pointer
+
+    heuristic = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, _gemm_rows(geometry, pass_name))
+    candidates = _kernels.MMA_TUNE_TILES if passes else _kernels.GEMM_TUNE_TILES
+    launch(_pick("conv_mma" if passes else "conv_gemm", (dtype, pass_name, index, passes, packed, geometry), candidates, heuristic, launch))  # bias None: a null pointer
 
 
 @functools.lru_cache(maxsize=1024)
@@ -299,14 +348,13 @@ def _sum_splits_plan(dtype: str, count: int, splits: int, multiprocessors: int) 
 
 
 @functools.lru_cache(maxsize=1024)
-def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, passes: int):
+def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, passes: int, tile):
     """(grad_weight_partial or grad_weight_mma launch, workspace shape,
     sum_splits launch)."""
     rows = geometry.in_channels_per_group
     kernel_h, kernel_w = geometry.kernel
     columns = geometry.out_channels_per_group * kernel_h * kernel_w
     positions = geometry.batch * geometry.in_size[0] * geometry.in_size[1]
-    tile = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GRAD_WEIGHT_TILES, rows)
     m_tiles = -(-rows // tile.bm)
     col_tiles = -(-columns // tile.bn)
     splits = _splits(m_tiles * col_tiles * geometry.groups, positions, 32 * tile.bk, multiprocessors)
@@ -340,13 +388,19 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
         grad[...] = 0
     elif grad.size:
         multiprocessors = _multiprocessors()
-        partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, "int", multiprocessors, passes)
-        index = _kernels.index_type(x4.size, gy4.size, math.prod(workspace_shape))
-        if index != "int":  # the split count does not depend on the index type
-            partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, index, multiprocessors, passes)
-        workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
-        _launch(partial, (x4, gy4, workspace))
-        _launch(finish, (workspace, grad))
+
+        def launch(tile):
+            partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, "int", multiprocessors, passes, tile)
+            index = _kernels.index_type(x4.size, gy4.size, math.prod(workspace_shape))
+            if index != "int":  # the split count does not depend on the index type
+                partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, index, multiprocessors, passes, tile)
+            workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
+            _launch(partial, (x4, gy4, workspace))
+            _launch(finish, (workspace, grad))
+
+        heuristic = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GRAD_WEIGHT_TILES, geometry.in_channels_per_group)
+        candidates = _kernels.MMA_TUNE_TILES if passes else _kernels.GRAD_WEIGHT_TILES
+        launch(_pick("grad_weight", (dtype, passes, geometry), candidates, heuristic, launch))
     return grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
 
 

@@ -54,12 +54,16 @@ class MmaTile(NamedTuple):
         return 32 * self.warps_m * self.warps_n
 
 
-# conv_mma tiles, chosen like GEMM_TILES by the GEMM's row count.
-MMA_TILES = (MmaTile(16, 128, 16, 1, 4), MmaTile(32, 128, 16, 2, 4), MmaTile(64, 128, 16, 2, 4))
+# conv_mma tiles, chosen like GEMM_TILES by the GEMM's row count.  128 x 128
+# won the autotuner on every H100 benchmark problem with 128 or more rows.
+MMA_TILES = (MmaTile(16, 128, 16, 1, 4), MmaTile(32, 128, 16, 2, 4), MmaTile(64, 128, 16, 2, 4), MmaTile(128, 128, 16, 4, 2))
+# What the autotuner (CUPYCONV_AUTOTUNE=1) times for conv_mma and grad_weight_mma.
+MMA_TUNE_TILES = MMA_TILES + (MmaTile(128, 64, 16, 4, 2), MmaTile(64, 64, 16, 2, 2), MmaTile(64, 64, 32, 2, 2))
 
 # conv_gemm tiles, chosen by the GEMM's row count (output channels per group):
 # wide rows reuse each input element across more FMAs; narrow ones waste less.
 GEMM_TILES = (Tile(16, 128, 16, 2, 4), Tile(32, 128, 8, 4, 4), Tile(64, 128, 8, 4, 8))
+GEMM_TUNE_TILES = GEMM_TILES + (Tile(128, 64, 8, 8, 4), Tile(64, 64, 16, 4, 4))
 # grad_weight_partial tiles, chosen by in_channels per group.
 GRAD_WEIGHT_TILES = (Tile(16, 128, 16, 2, 4), Tile(32, 128, 8, 4, 4), Tile(64, 64, 8, 4, 4))
 BIAS_THREADS = 256
@@ -169,12 +173,12 @@ def all_instantiations() -> List[Tuple[str, str]]:
     names = []
     for dtype in SUPPORTED_DTYPES:
         for index in INDEX_TYPES:
-            names += [("conv_gemm.cu", gemm_name(dtype, index, t)) for t in GEMM_TILES]
+            names += [("conv_gemm.cu", gemm_name(dtype, index, t)) for t in GEMM_TUNE_TILES]
             for passes in (1, 3) if dtype == "float32" else (1,) if dtype in ("float16", "bfloat16") else ():
-                names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in MMA_TILES]
+                names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in (MMA_TUNE_TILES if passes == 1 else MMA_TILES)]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
             if dtype != "float64":
-                names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TILES]
+                names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TUNE_TILES]
             names += [("depthwise.cu", depthwise_name(dtype, index, taps)) for taps in DEPTHWISE_TAPS_W]
             names += [("depthwise.cu", depthwise_backward_name(dtype, index, taps)) for taps in DEPTHWISE_BACKWARD_TAPS]
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]

@@ -191,6 +191,36 @@ def test_packed_weight(case, mode, monkeypatch):
     test_backward(case, mode)
 
 
+def _tile_modes():
+    """(mode, tile) for every tile the autotuner may pick: CUDA-core tiles in
+    float32 "highest", tensor-core tiles in tf32 and float16."""
+    for tile in _kernels.GEMM_TUNE_TILES:
+        yield ("float32", "highest"), tile
+    for tile in _kernels.MMA_TUNE_TILES:
+        yield ("float32", "tf32"), tile
+        yield ("float16", "highest"), tile
+
+
+@pytest.mark.parametrize("mode, tile", list(_tile_modes()), ids=lambda v: "-".join(map(str, v)))
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_wide_channels", "2d_groups_dilation")], ids=str)
+def test_every_tile(case, mode, tile, monkeypatch):
+    """Each candidate the autotuner times gives correct results (wherever it applies)."""
+    from cupyconv import _cuda
+
+    used = []
+
+    def pick(family, key, candidates, heuristic, launch):
+        if tile in candidates:
+            used.append(family)
+            return tile
+        return heuristic
+
+    monkeypatch.setattr(_cuda, "_pick", pick)
+    test_forward(case, mode)
+    test_backward(case, mode)
+    assert used
+
+
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_s2_p1_op1", "2d_s5_d2", "1d_wide_channels")], ids=str)
 def test_non_default_stream(case):
     rng = numpy.random.default_rng(22)
