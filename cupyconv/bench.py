@@ -427,6 +427,8 @@ def _environment() -> str:
         parts.append(f"torch {torch.__version__} (cuDNN {torch.backends.cudnn.version()})")
     except ImportError:
         parts.append("torch not installed")
+    if _autotune_on():
+        parts.append("tile configurations autotuned")
     return ", ".join(parts)
 
 
@@ -437,6 +439,12 @@ def _gpu_available() -> bool:
         return cupy.is_available()
     except Exception:
         return False
+
+
+def _autotune_on() -> bool:
+    from . import _autotune
+
+    return _autotune.enabled()
 
 
 def main(argv=None) -> int:
@@ -462,7 +470,14 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", metavar="FILE", help="also draw the fraction of the floor each side reaches (PNG)")
     parser.add_argument("--adapter", action="store_true",
                         help="also time the torch adapter against torch on a tiny problem (per-call overhead)")  # fmt: skip
+    parser.add_argument("--autotune", action="store_true",
+                        help="tune cupyconv's tile configurations first (as CUPYCONV_AUTOTUNE=1): the warm-up times the "
+                        "candidates once per problem and the cache file remembers the winners")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.autotune:
+        from . import _autotune
+
+        _autotune.set_enabled(True)
 
     ids = list(PROBLEMS) if args.problems == "all" else [p.strip() for p in args.problems.split(",") if p.strip()]
     unknown = [i for i in ids if i not in PROBLEMS]
