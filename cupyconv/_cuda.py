@@ -258,7 +258,13 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
 
 def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out=(None, None, None)):
     """(grad_input, grad_weight, grad_bias) on CuPy arrays, None where masked;
-    each written into the matching entry of `out` when that is given."""
+    each written into the matching entry of `out` when that is given.
+
+    Depthwise problems with up to 16 taps per input channel (multiplier x
+    kernel) get grad_input and grad_weight from one pass of
+    depthwise_backward; others run grad_input as a GEMM (conv_gemm/conv_mma)
+    and grad_weight as a split-K GEMM (on tensor cores where the forward pass
+    uses them).  grad_bias is its own split reduction."""
     want_input, want_weight, want_bias = output_mask
     with grad_output.device:
         gy4 = _contiguous4(grad_output, geometry.output_shape4)
