@@ -398,11 +398,15 @@ def figure(rows: List[Row]):
 
 def load_markdown(path: str):
     """(environment line, rows) from a table that `--markdown` wrote (or
-    BENCHMARKS.md, which holds one): the results kept for machines without a GPU."""
+    BENCHMARKS.md, whose first section holds one): the results kept for
+    machines without a GPU.  Reading stops at the first heading after the
+    table, so later sections (autotuned, backward) are not mixed in."""
     environment, rows = "", []
     labels = {mode_label(*m): m for m in MODES.values()}
     with open(path, encoding="utf-8") as f:
         for line in f:
+            if line.startswith("#") and rows:
+                break
             if line.startswith("GPU ") and not environment:
                 environment = line.strip()
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
