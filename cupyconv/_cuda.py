@@ -194,17 +194,14 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
     if packed:
         weight = cupy.ascontiguousarray(_kernels.pack_gemm_weight(weight, geometry, pass_name))
     passes = _tensor_core_passes(dtype, precision)
-    table = None
 
     def launch(tile):
-        nonlocal table
         plan, flat = _gemm_plan(geometry, pass_name, dtype, index, passes, packed, tile)
-        table = _phase_table(flat) if table is None else table
-        _launch(plan, (source4, weight, bias, out4, table))  # bias None: a null pointer
+        _launch(plan, (source4, weight, bias, out4, _phase_table(flat)))  # bias None: a null pointer
 
     heuristic = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, _gemm_rows(geometry, pass_name))
     candidates = _kernels.MMA_TUNE_TILES if passes else _kernels.GEMM_TUNE_TILES
-    launch(_pick("conv_mma" if passes else "conv_gemm", (dtype, pass_name, index, passes, packed, geometry), candidates, heuristic, launch))  # bias None: a null pointer
+    launch(_pick("conv_mma" if passes else "conv_gemm", (dtype, pass_name, index, passes, packed, geometry), candidates, heuristic, launch))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -299,8 +296,7 @@ def _depthwise_backward_plan(geometry: Geometry, dtype: str, index: str, multipr
     channels = geometry.in_channels
     positions = geometry.batch * geometry.in_size[0] * geometry.in_size[1]
     threads = _kernels.DEPTHWISE_BACKWARD_THREADS
-    wanted = -(-16 * multiprocessors // channels)
-    splits = max(1, min(wanted, positions // (4 * threads)))
+    splits = _splits(channels, positions, 4 * threads, multiprocessors, blocks_per_multiprocessor=16)
     per_split = -(-positions // splits)
     splits = -(-positions // per_split)
     batch, _, in_h, in_w = geometry.input_shape4
@@ -341,10 +337,10 @@ def _grad_input(gy4, weight, geometry: Geometry, precision: str, out=None):
     return grad4.reshape(geometry.user_shape(geometry.input_shape4))
 
 
-def _splits(independent_blocks: int, positions: int, min_positions: int, multiprocessors: int) -> int:
+def _splits(independent_blocks: int, positions: int, min_positions: int, multiprocessors: int, blocks_per_multiprocessor: int = 4) -> int:
     """How many pieces to cut a reduction of `positions` into: enough blocks to
     keep every multiprocessor busy, none shorter than min_positions."""
-    wanted = -(-4 * multiprocessors // max(independent_blocks, 1))
+    wanted = -(-blocks_per_multiprocessor * multiprocessors // max(independent_blocks, 1))
     return max(1, min(wanted, positions // max(min_positions, 1)))
 
 

@@ -22,7 +22,7 @@ from typing import List, Optional
 
 import numpy
 
-from . import _geometry
+from . import _autotune, _geometry
 
 # Measured H100 ceilings (DESIGN.md): copy bandwidth, bytes/s; tensor-core rates, FLOP/s.
 COPY_BANDWIDTH = 2.96e12
@@ -431,7 +431,7 @@ def _environment() -> str:
         parts.append(f"torch {torch.__version__} (cuDNN {torch.backends.cudnn.version()})")
     except ImportError:
         parts.append("torch not installed")
-    if _autotune_on():
+    if _autotune.enabled():
         parts.append("tile configurations autotuned")
     return ", ".join(parts)
 
@@ -443,12 +443,6 @@ def _gpu_available() -> bool:
         return cupy.is_available()
     except Exception:
         return False
-
-
-def _autotune_on() -> bool:
-    from . import _autotune
-
-    return _autotune.enabled()
 
 
 def main(argv=None) -> int:
@@ -479,8 +473,6 @@ def main(argv=None) -> int:
                         "candidates once per problem and the cache file remembers the winners")  # fmt: skip
     args = parser.parse_args(argv)
     if args.autotune:
-        from . import _autotune
-
         _autotune.set_enabled(True)
 
     ids = list(PROBLEMS) if args.problems == "all" else [p.strip() for p in args.problems.split(",") if p.strip()]
