@@ -74,6 +74,7 @@ class _Launch(NamedTuple):
     blocks: int
     threads: int
     scalars: tuple
+    shared: int = 0  # dynamic shared memory, bytes
 
 
 @cupy.memoize(for_each_device=True)
@@ -148,8 +149,25 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passe
     return _Launch("conv_gemm.cu", name, blocks, tile.threads, scalars), flat
 
 
+@cupy.memoize(for_each_device=True)
+def _max_shared() -> int:
+    return cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+
+
+@cupy.memoize(for_each_device=True)
+def _function_with_shared(filename: str, name: str):
+    """_function's kernel, allowed the device's largest dynamic shared memory."""
+    function = _function(filename, name)
+    function.max_dynamic_shared_size_bytes = _max_shared()
+    return function
+
+
 def _launch(plan: _Launch, arrays: tuple) -> None:
-    _function(plan.file, plan.name)((plan.blocks,), (plan.threads,), arrays + plan.scalars)
+    if plan.shared:
+        function = _function_with_shared(plan.file, plan.name)
+        function((plan.blocks,), (plan.threads,), arrays + plan.scalars, shared_mem=plan.shared)
+    else:
+        _function(plan.file, plan.name)((plan.blocks,), (plan.threads,), arrays + plan.scalars)
 
 
 @cupy.memoize(for_each_device=True)
@@ -187,13 +205,90 @@ def _pick(family: str, key: tuple, candidates, heuristic, launch):
     return tile
 
 
+# conv_window (the 1D tensor-core kernel that stages each channel slice's
+# input once for all taps) runs where it applies and the output has at least
+# this many elements; smaller problems keep conv_mma, which needs no padded
+# weight copy.
+WINDOW_MIN_OUTPUT = PACK_MIN_OUTPUT
+
+
+@functools.lru_cache(maxsize=1024)
+def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int):
+    """(conv_window launch, phase records), or None where conv_window cannot
+    run this problem with `tile` (not 1D, too few GEMM rows, a window too long
+    for the 16-bit kernel's registers, or too little shared memory)."""
+    found = _kernels.window_records(geometry, pass_name)
+    if found is None:
+        return None
+    flat, fold = found
+    if pass_name == "forward":
+        red_channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+        source4, out4 = geometry.input_shape4, geometry.output_shape4
+    else:
+        red_channels, out_channels = geometry.out_channels_per_group, geometry.in_channels_per_group
+        source4, out4 = geometry.output_shape4, geometry.input_shape4
+    itemsize = numpy.dtype(dtype).itemsize
+    if out_channels * fold < _kernels.WINDOW_MIN_ROWS or source4[3] * itemsize % 16:
+        return None
+    max_taps, vectors, stride, shared = _kernels.window_layout(flat, tile, dtype)
+    if (itemsize == 2 and vectors > _kernels.WINDOW_MAX_VECTORS) or shared > max_shared:
+        return None
+    counts = flat[0::9]
+    num_phases = len(counts)
+    m_tiles = -(-(out_channels * fold) // tile.bm)
+    col_tiles = -(-max(counts) // tile.bn)
+    batch = source4[0]
+    blocks = _blocks_for(num_phases * m_tiles * col_tiles * batch * geometry.groups)
+    scalars = (
+        _i32(num_phases), _i32(fold.bit_length() - 1), _i32(batch), _i32(geometry.groups),
+        _i32(red_channels), _i32(_kernels.window_channels_padded(red_channels, dtype)), _i32(out_channels),
+        _i32(source4[3]), _i32(out4[3]), _i32(geometry.kernel[1]),
+        _i32(max_taps), _i32(vectors), _i32(stride), _i32(m_tiles), _i32(col_tiles),
+    )  # fmt: skip
+    return _Launch("conv_window.cu", _kernels.window_name(dtype, index, tile), blocks, tile.threads, scalars, shared), flat
+
+
+def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str):
+    """The weight as conv_window reads it: (groups, KW, M, C) with C padded
+    with zeros to 16 bytes."""
+    view = _kernels.pack_window_weight(weight, geometry, pass_name)
+    padded = _kernels.window_channels_padded(view.shape[3], dtype)
+    if padded == view.shape[3]:
+        return cupy.ascontiguousarray(view)
+    packed = cupy.zeros(view.shape[:3] + (padded,), dtype=weight.dtype)
+    packed[..., : view.shape[3]] = view
+    return packed
+
+
+def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str) -> bool:
+    """Runs the pass with conv_window if it applies; False if it does not."""
+    if out4.size < WINDOW_MIN_OUTPUT or source4.data.ptr % 16:
+        return False
+    rows = _gemm_rows(geometry, pass_name) * (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
+    max_shared = _max_shared()
+    heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, rows)
+    if _window_plan(geometry, pass_name, dtype, index, heuristic, max_shared) is None:
+        return False
+    packed = _window_weight(weight, geometry, pass_name, dtype)
+
+    def launch(tile):
+        plan, flat = _window_plan(geometry, pass_name, dtype, index, tile, max_shared)
+        _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
+
+    fitting = tuple(t for t in _kernels.WINDOW_TUNE_TILES if _window_plan(geometry, pass_name, dtype, index, t, max_shared))
+    launch(_pick("conv_window", (dtype, pass_name, index, geometry), fitting, heuristic, launch))
+    return True
+
+
 def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
     index = _kernels.index_type(source4.size, out4.size, weight.size)
     dtype = numpy.dtype(out4.dtype).name
+    passes = _tensor_core_passes(dtype, precision)
+    if passes == 1 and dtype in _kernels.WINDOW_DTYPES and _window(source4, weight, bias, out4, geometry, pass_name, index, dtype):
+        return
     packed = _packs_weight(geometry, pass_name, out4.size)
     if packed:
         weight = cupy.ascontiguousarray(_kernels.pack_gemm_weight(weight, geometry, pass_name))
-    passes = _tensor_core_passes(dtype, precision)
 
     def launch(tile):
         plan, flat = _gemm_plan(geometry, pass_name, dtype, index, passes, packed, tile)

@@ -93,6 +93,92 @@ def mma_name(dtype: str, index: str, tile: MmaTile, passes: int) -> str:
     return f"conv_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}, {passes}>"
 
 
+class WindowTile(NamedTuple):
+    """A conv_window block tile: BM rows x BN columns over WARPS_M x
+    WARPS_N warps (each a (BM/WARPS_M) x (BN/WARPS_N) grid of m16n8
+    fragments).  The channel slice is fixed by the dtype (64 bytes)."""
+
+    bm: int
+    bn: int
+    warps_m: int
+    warps_n: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+
+# conv_window tiles, chosen by the GEMM's row count (output channels x fold).
+WINDOW_TILES = (WindowTile(32, 128, 1, 4), WindowTile(64, 128, 2, 4), WindowTile(128, 128, 4, 2))
+WINDOW_TUNE_TILES = WINDOW_TILES + (WindowTile(128, 64, 4, 2), WindowTile(64, 64, 2, 2))
+WINDOW_DTYPES = ("float32", "float16", "bfloat16")
+WINDOW_MAX_VECTORS = 32  # conv_window.cu: 16-byte vectors per window row for the 16-bit types
+WINDOW_MIN_ROWS = 32  # fewer GEMM rows stay on conv_mma (the window's tiles would be mostly padding)
+
+
+def window_name(dtype: str, index: str, tile: WindowTile) -> str:
+    t = tile
+    return f"conv_window<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}>"
+
+
+def _is_1d(geometry: Geometry) -> bool:
+    return geometry.kernel[0] == 1 and geometry.in_size[0] == 1 and geometry.out_size[0] == 1 and geometry.padding[0] == 0
+
+
+@functools.lru_cache(maxsize=1024)
+def window_records(geometry: Geometry, pass_name: str):
+    """conv_window's phase records along W and its fold, or None where the
+    problem is not 1D (the H axis must be trivial).
+
+    The forward pass folds its phases into the GEMM's rows when the dilation
+    is 1, the stride s is a power of two and divides the kernel: phase r then
+    has taps r, r + s, ... each reading input q - t, so one record serves all
+    s phases, with tap_first 0 (the kernel adds r) and columns q covering
+    every phase's range.  Otherwise one record per phase, as conv_gemm's."""
+    if not _is_1d(geometry):
+        return None
+    in_w, kernel, stride, padding, dilation, out_w = _axes(geometry)[1]
+    if pass_name == "grad_input":
+        return _flatten(grad_input_axis_phase(in_w, kernel, stride, padding, dilation)), 1
+    if pass_name != "forward":
+        raise ValueError(f"unknown pass {pass_name!r}")
+    if dilation == 1 and kernel % stride == 0 and stride & (stride - 1) == 0:
+        q_lo = -((stride - 1 - padding) // stride)  # the smallest q of any phase: ceil((padding - stride + 1) / stride)
+        q_hi = (out_w - 1 + padding) // stride  # the largest (phase 0's)
+        count = max(0, q_hi - q_lo + 1)
+        return _flatten([(count, q_lo * stride - padding, stride, q_lo, 1, 0, stride, kernel // stride, -1)]), stride
+    return _flatten(forward_axis_phases(in_w, kernel, stride, padding, dilation, out_w)), 1
+
+
+def window_layout(flat: Tuple[int, ...], tile: WindowTile, dtype: str) -> Tuple[int, int, int, int]:
+    """(max_taps, window_vectors, window_stride, shared-memory bytes) of
+    conv_window for these records: A holds max_taps tap slices of BM rows of
+    80 bytes; a window row covers every position a block reads (BN columns,
+    the taps' span, up to one vector of alignment), in 16-byte vectors, and
+    its length in 32-bit words is 8 more than a multiple of 16 so that B
+    fragment reads hit 32 distinct banks."""
+    vec = 16 // numpy.dtype(dtype).itemsize
+    records = numpy.asarray(flat).reshape(-1, 9)
+    taps = records[:, 7]
+    span = max(int((tile.bn - 1) * in_step + max(count - 1, 0) * abs(tap_in_step) + 1) for in_step, count, tap_in_step in records[:, [4, 7, 8]])
+    vectors = -(-(vec - 1 + span) // vec)
+    words = vectors * vec
+    stride = words + (8 - words % 16) % 16
+    stage = int(taps.max()) * tile.bm * 80 + 16 * stride * 4
+    return int(taps.max()), vectors, stride, max(2 * stage, tile.bm * (tile.bn + 16) * 4)
+
+
+def window_channels_padded(channels: int, dtype: str) -> int:
+    vec = 16 // numpy.dtype(dtype).itemsize
+    return -(-channels // vec) * vec
+
+
+def pack_window_weight(weight, geometry: Geometry, pass_name: str):
+    """A view of `weight` ordered (groups, KW, M, C), conv_window's A layout
+    before the channels are padded to 16 bytes."""
+    return pack_gemm_weight(weight, geometry, pass_name).transpose(0, 1, 3, 2)
+
+
 DEPTHWISE_OUTS = 4  # outputs per thread (a warp covers 32 * DEPTHWISE_OUTS of a row)
 DEPTHWISE_THREADS = 256
 
@@ -176,6 +262,8 @@ def all_instantiations() -> List[Tuple[str, str]]:
             names += [("conv_gemm.cu", gemm_name(dtype, index, t)) for t in GEMM_TUNE_TILES]
             for passes in (1, 3) if dtype == "float32" else (1,) if dtype in ("float16", "bfloat16") else ():
                 names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in (MMA_TUNE_TILES if passes == 1 else MMA_TILES)]
+            if dtype in WINDOW_DTYPES:
+                names += [("conv_window.cu", window_name(dtype, index, t)) for t in WINDOW_TUNE_TILES]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
             if dtype != "float64":
                 names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TUNE_TILES]

@@ -80,9 +80,9 @@ def main(argv=None) -> int:
                 spills += spill > 0
                 stores_loads = f"spill {m.group(1)}/{m.group(2)} B" + ("  SPILL" if spill else "")
                 continue
-            m = re.search(r"Used (\d+) registers.*?(\d+) bytes smem", line)
-            if m and current:
-                print(f"{current:80s} regs {m.group(1):>3s}  smem {m.group(2):>6s}  {stores_loads}")
+            m = re.search(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?", line)
+            if m and current:  # (kernels with only dynamic shared memory print no smem)
+                print(f"{current:80s} regs {m.group(1):>3s}  smem {m.group(2) or '0':>6s}  {stores_loads}")
                 current = None
     return 1 if spills else 0
 

@@ -61,6 +61,7 @@ CASES = [
     Case("1d_s6_d4", 1, 2, 3, 5, (4,), (6,), stride=6, padding=2, dilation=4),
     Case("1d_k1", 1, 2, 8, 3, (1,), (9,), stride=3, bias=False),
     Case("1d_vocoder", 1, 2, 16, 8, (16,), (12,), stride=8, padding=4),
+    Case("1d_fold_s4_p6", 1, 2, 5, 6, (8,), (10,), stride=4, padding=6, output_padding=2),
     Case("1d_wide_channels", 1, 3, 70, 130, (3,), (33,), padding=1, dilation=2),
     Case("1d_mid_channels", 1, 2, 24, 28, (3,), (19,), stride=2, padding=1),
     Case("1d_no_bias_g4", 1, 2, 16, 8, (5,), (20,), stride=2, padding=1, output_padding=1, groups=4, bias=False),
@@ -78,6 +79,20 @@ CASES = [
     Case("2d_op_below_dilation", 2, 1, 2, 3, (2, 2), (4, 3), stride=1, dilation=2, output_padding=1),
     Case("2d_empty_batch", 2, 0, 3, 4, (3, 3), (5, 5), stride=2),
     Case("2d_wide_channels", 2, 2, 40, 72, (3, 3), (9, 7), stride=2, padding=1, bias=False),
+]
+
+# 1D cases shaped for conv_window (widths of whole 16-byte vectors,
+# 32 or more GEMM rows): channel tails (40, 33, odd for the 16-bit pairs),
+# row tails, folds of 4, 8 and 32 (up to a tile's whole height of one
+# channel), a phase that no tap reaches, groups, long dilated taps.
+WINDOW_CASES = [
+    Case("1d_win_s1_d3", 1, 2, 40, 64, (5,), (136,), padding=2, dilation=3),
+    Case("1d_win_fold8", 1, 2, 48, 40, (16,), (64,), stride=8, padding=4),
+    Case("1d_win_fold4_pad", 1, 1, 33, 12, (8,), (40,), stride=4, padding=6, output_padding=2),
+    Case("1d_win_fold32", 1, 2, 16, 3, (64,), (16,), stride=32, padding=16, bias=False),
+    Case("1d_win_s2_d2", 1, 2, 32, 36, (3,), (72,), stride=2, padding=1, dilation=2),
+    Case("1d_win_s2_k5_g2", 1, 2, 64, 64, (5,), (48,), stride=2, padding=1, output_padding=1, groups=2),
+    Case("1d_win_k9_d4", 1, 1, 32, 32, (9,), (200,), padding=3, dilation=4),
 ]
 
 

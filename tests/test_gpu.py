@@ -28,7 +28,7 @@ import cupyconv
 from cupyconv import _kernels, reference
 
 from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
-from sweep import CASES, Case, relative_error
+from sweep import CASES, WINDOW_CASES, Case, relative_error
 
 try:
     import cupy
@@ -219,6 +219,57 @@ def test_every_tile(case, mode, tile, monkeypatch):
     test_forward(case, mode)
     test_backward(case, mode)
     assert used
+
+
+TENSOR_CORE_MODES = [m for m in MODES if m[1] == "tf32" or m[0] in ("float16", "bfloat16")]
+
+
+def _spy_window(monkeypatch):
+    """Run conv_window on small problems too; returns the list of passes it ran."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
+    ran, window = [], _cuda._window
+
+    def spy(source4, weight, bias, out4, geometry, pass_name, index, dtype):
+        used = window(source4, weight, bias, out4, geometry, pass_name, index, dtype)
+        if used:
+            ran.append(pass_name)
+        return used
+
+    monkeypatch.setattr(_cuda, "_window", spy)
+    return ran
+
+
+@pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
+@pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
+def test_window_kernel(case, mode, monkeypatch):
+    """conv_window's forward pass and grad_input, where it applies."""
+    ran = _spy_window(monkeypatch)
+    test_forward(case, mode)
+    test_backward(case, mode)
+    if case in WINDOW_CASES:
+        assert "forward" in ran, "conv_window did not run the forward pass"
+
+
+@pytest.mark.parametrize("tile", _kernels.WINDOW_TUNE_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("mode", [("float32", "tf32"), ("bfloat16", "highest")], ids=["tf32", "bfloat16"])
+@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
+def test_every_window_tile(case, mode, tile, monkeypatch):
+    from cupyconv import _cuda
+
+    ran = _spy_window(monkeypatch)
+    monkeypatch.setattr(_cuda, "_pick", lambda family, key, candidates, heuristic, launch: tile if tile in candidates else heuristic)
+    test_forward(case, mode)
+    assert ran
+
+
+@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
+def test_window_64_bit_index(case, monkeypatch):
+    ran = _spy_window(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(case, ("float16", "highest"))
+    assert ran
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_s2_p1_op1", "2d_s5_d2", "1d_wide_channels")], ids=str)

@@ -13,7 +13,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES
+from sweep import CASES, WINDOW_CASES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -195,3 +195,115 @@ def test_depthwise_taps_compute_conv_transpose(case):
     expected = fn(torch.from_numpy(x), torch.from_numpy(w), **case.kwargs).numpy().reshape(geometry.output_shape4)
     assert visits.max() <= 1, "no (output, tap) pair is visited twice"
     numpy.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+# --- the 1D window kernel (kernels/conv_window.cu) -----------------------------
+
+
+def interpret_window(source4, packed, out_shape4, flat, fold, groups, channels, out_channels, tile, dtype):
+    """conv_window's index arithmetic, block by block: the window each
+    (phase, column tile) loads (its first position, aligned down, and its
+    length from window_layout), the B word each column and tap reads inside
+    it, the packed-weight row of each (channel, sub-phase, tap), and the
+    output each row and column writes.  Also asserts that every read falls
+    inside the window the host sized."""
+    vec = 16 // numpy.dtype(dtype).itemsize
+    max_taps, vectors, _, _ = _kernels.window_layout(flat, tile, dtype)
+    batch, _, _, in_w = source4.shape
+    out_w = out_shape4[3]
+    out = numpy.zeros(out_shape4)
+    writes = numpy.zeros(out_shape4, dtype=numpy.int64)
+    m = numpy.arange(out_channels * fold)
+    co, r = m // fold, m % fold
+    for record in numpy.asarray(flat).reshape(-1, 9):
+        count, out_base, out_step, in_base, in_step, tap_first, tap_step, taps, tap_in_step = (int(v) for v in record)
+        assert taps <= max_taps
+        span = (taps - 1) * abs(tap_in_step) if taps else 0
+        for q0 in range(0, count, tile.bn):
+            lo = in_base + q0 * in_step - (span if tap_in_step < 0 else 0)
+            first = (lo // vec) * vec  # floor_to
+            head = lo - first
+            positions = first + numpy.arange(vectors * vec)
+            inside = (positions >= 0) & (positions < in_w)
+            win = source4[:, :, 0, positions.clip(0, in_w - 1)] * inside  # (batch, G*C, window)
+            cols = numpy.arange(tile.bn)
+            q = q0 + cols
+            acc = numpy.zeros((batch, groups, out_channels * fold, tile.bn))
+            for t in range(taps):
+                shift = (taps - 1 - t) * -tap_in_step if tap_in_step < 0 else t * tap_in_step
+                words = head + cols * in_step + shift
+                assert words.min() >= 0 and words.max() < vectors * vec, "a B read outside the window"
+                k = tap_first + r + t * tap_step
+                assert k.max() < packed.shape[1]
+                for g in range(groups):
+                    a = packed[g, k, co, :channels]  # (rows, C)
+                    b = win[:, g * channels : (g + 1) * channels][:, :, words]  # (batch, C, cols)
+                    acc[:, g] += numpy.einsum("mc,ncq->nmq", a, b)
+            o = out_base + q[None, :] * out_step + r[:, None]  # (rows, cols)
+            valid = (q[None, :] < count) & (o >= 0) & (o < out_w)
+            for g in range(groups):
+                for mm, qq in zip(*numpy.nonzero(valid)):
+                    channel = g * out_channels + co[mm]
+                    out[:, channel, 0, o[mm, qq]] = acc[:, g, mm, qq]
+                    writes[:, channel, 0, o[mm, qq]] += 1
+    return out, writes
+
+
+_WINDOW_CASES = [c for c in CASES if c.dims == 1 and c.in_channels != c.groups] + WINDOW_CASES
+# narrow columns (several column tiles even on small cases), and the widest default tile
+_WINDOW_TILES = [_kernels.WindowTile(32, 16, 1, 1), _kernels.WINDOW_TILES[-1]]
+
+
+@pytest.mark.parametrize("tile", _WINDOW_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", _WINDOW_CASES, ids=str)
+def test_window_forward_computes_conv_transpose(case, dtype, tile):
+    rng = numpy.random.default_rng(12)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    flat, fold = _kernels.window_records(geometry, "forward")
+    packed = numpy.ascontiguousarray(_kernels.pack_window_weight(w, geometry, "forward"))
+    out, writes = interpret_window(
+        x.reshape(geometry.input_shape4), packed, geometry.output_shape4, flat, fold, geometry.groups,
+        geometry.in_channels_per_group, geometry.out_channels_per_group, tile, dtype,
+    )  # fmt: skip
+    expected = F.conv_transpose1d(torch.from_numpy(x), torch.from_numpy(w), **case.kwargs).numpy().reshape(geometry.output_shape4)
+    assert (writes == 1).all(), "every output element is written exactly once"
+    numpy.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("tile", _WINDOW_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", _WINDOW_CASES, ids=str)
+def test_window_grad_input_computes_the_correlation(case, dtype, tile):
+    rng = numpy.random.default_rng(13)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    gy = rng.standard_normal(geometry.output_shape4)
+    flat, fold = _kernels.window_records(geometry, "grad_input")
+    packed = numpy.ascontiguousarray(_kernels.pack_window_weight(w, geometry, "grad_input"))
+    out, writes = interpret_window(
+        gy, packed, geometry.input_shape4, flat, fold, geometry.groups,
+        geometry.out_channels_per_group, geometry.in_channels_per_group, tile, dtype,
+    )  # fmt: skip
+    xt = torch.tensor(x.reshape(geometry.input_shape4), requires_grad=True)
+    k = geometry
+    y = F.conv_transpose2d(
+        xt, torch.from_numpy(w.reshape(geometry.weight_shape4)),
+        stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation,
+    )  # fmt: skip
+    y.backward(torch.from_numpy(gy))
+    assert (writes == 1).all()
+    numpy.testing.assert_allclose(out, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_window_folds_the_phases_it_can():
+    def fold(**kwargs):
+        g = _geometry.make_geometry(1, (2, 8, 64), (8, 4, kwargs.pop("k")), None, kwargs.get("s", 1), kwargs.get("p", 0), 0, 1, kwargs.get("d", 1))
+        return _kernels.window_records(g, "forward")[1]
+
+    assert fold(k=16, s=8, p=4) == 8  # the vocoder shape (X2)
+    assert fold(k=4, s=2, p=1) == 2
+    assert fold(k=5, s=2) == 1  # 2 does not divide 5
+    assert fold(k=6, s=3) == 1  # not a power of two
+    assert fold(k=4, s=2, d=2) == 1  # dilated
