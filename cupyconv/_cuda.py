@@ -221,6 +221,8 @@ def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, til
     if found is None:
         return None
     flat, fold = found
+    if any(step != 1 for step in flat[4::9]):  # grad_input with a stride: its window would be stride times longer
+        return None
     if pass_name == "forward":
         red_channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
         source4, out4 = geometry.input_shape4, geometry.output_shape4
@@ -231,7 +233,7 @@ def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, til
     if out_channels * fold < _kernels.WINDOW_MIN_ROWS or source4[3] * itemsize % 16:
         return None
     max_taps, vectors, stride, shared = _kernels.window_layout(flat, tile, dtype)
-    if (itemsize == 2 and vectors > _kernels.WINDOW_MAX_VECTORS) or shared > max_shared:
+    if vectors > (_kernels.WINDOW_MAX_VECTORS if itemsize == 2 else _kernels.WINDOW_MAX_VECTORS_WIDE) or shared > max_shared:
         return None
     counts = flat[0::9]
     num_phases = len(counts)

@@ -109,10 +109,11 @@ class WindowTile(NamedTuple):
 
 
 # conv_window tiles, chosen by the GEMM's row count (output channels x fold).
-WINDOW_TILES = (WindowTile(32, 128, 1, 4), WindowTile(64, 128, 2, 4), WindowTile(128, 128, 4, 2))
-WINDOW_TUNE_TILES = WINDOW_TILES + (WindowTile(128, 64, 4, 2), WindowTile(64, 64, 2, 2))
+WINDOW_TILES = (WindowTile(32, 128, 1, 4), WindowTile(64, 128, 2, 4), WindowTile(128, 128, 2, 4))
+WINDOW_TUNE_TILES = WINDOW_TILES + (WindowTile(128, 128, 4, 2), WindowTile(128, 64, 4, 2), WindowTile(64, 64, 2, 2))
 WINDOW_DTYPES = ("float32", "float16", "bfloat16")
 WINDOW_MAX_VECTORS = 32  # conv_window.cu: 16-byte vectors per window row for the 16-bit types
+WINDOW_MAX_VECTORS_WIDE = 64  # and for float
 WINDOW_MIN_ROWS = 32  # fewer GEMM rows stay on conv_mma (the window's tiles would be mostly padding)
 
 

@@ -217,10 +217,10 @@ def interpret_window(source4, packed, out_shape4, flat, fold, groups, channels, 
     co, r = m // fold, m % fold
     for record in numpy.asarray(flat).reshape(-1, 9):
         count, out_base, out_step, in_base, in_step, tap_first, tap_step, taps, tap_in_step = (int(v) for v in record)
-        assert taps <= max_taps
+        assert taps <= max_taps and in_step == 1
         span = (taps - 1) * abs(tap_in_step) if taps else 0
         for q0 in range(0, count, tile.bn):
-            lo = in_base + q0 * in_step - (span if tap_in_step < 0 else 0)
+            lo = in_base + q0 - (span if tap_in_step < 0 else 0)
             first = (lo // vec) * vec  # floor_to
             head = lo - first
             positions = first + numpy.arange(vectors * vec)
@@ -231,7 +231,7 @@ def interpret_window(source4, packed, out_shape4, flat, fold, groups, channels, 
             acc = numpy.zeros((batch, groups, out_channels * fold, tile.bn))
             for t in range(taps):
                 shift = (taps - 1 - t) * -tap_in_step if tap_in_step < 0 else t * tap_in_step
-                words = head + cols * in_step + shift
+                words = head + cols + shift
                 assert words.min() >= 0 and words.max() < vectors * vec, "a B read outside the window"
                 k = tap_first + r + t * tap_step
                 assert k.max() < packed.shape[1]
@@ -274,7 +274,7 @@ def test_window_forward_computes_conv_transpose(case, dtype, tile):
 
 @pytest.mark.parametrize("tile", _WINDOW_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("case", _WINDOW_CASES, ids=str)
+@pytest.mark.parametrize("case", [c for c in _WINDOW_CASES if c.stride == 1], ids=str)  # conv_window's grad_input: stride 1
 def test_window_grad_input_computes_the_correlation(case, dtype, tile):
     rng = numpy.random.default_rng(13)
     x, w, _ = case.arrays(rng)

@@ -8,7 +8,7 @@
 // channel co = m / fold with sub-phase r = m % fold; column q and tap t read
 //
 //   weight  packed[g][k][co][c]          k = tap_first + r + t * tap_step
-//   input   in[n][g*C + c][l]            l = in_base + q * in_step + t * tap_in_step
+//   input   in[n][g*C + c][l]            l = in_base + q + t * tap_in_step
 //   output  out[n][g*M + co][o]          o = out_base + q * out_step + r
 //
 // Fold: when the dilation is 1 and the stride s divides the kernel, every
@@ -59,6 +59,9 @@ __device__ __forceinline__ int floor_to(int v, int step) {  // largest multiple 
 // The window holds at most this many 16-byte vectors per row for the 16-bit
 // types (they pass through registers); the host checks it.
 constexpr int WINDOW_MAX_VECTORS = 32;
+// float windows go through cp.async with no registers held; this bounds the
+// per-thread task list the kernel precomputes (the host checks it too).
+constexpr int WINDOW_MAX_VECTORS_WIDE = 64;
 
 template <typename T, typename Index, int BM, int BN, int WARPS_M, int WARPS_N>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
@@ -81,7 +84,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
     constexpr int THREADS = 32 * WARPS_M * WARPS_N;
     constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
     constexpr int MI = WM / 16, NI = WN / 8;
-    constexpr int ROUNDS = (WROWS * WINDOW_MAX_VECTORS + THREADS - 1) / THREADS;
+    constexpr int ROUNDS = (2 * WROWS * WINDOW_MAX_VECTORS + THREADS - 1) / THREADS;  // 16-bit: half-vector tasks
     static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tile must split into m16n8 fragments");
     static_assert((BN & (BN - 1)) == 0 && (BM & (BM - 1)) == 0, "tile sides are powers of two");
 
@@ -104,7 +107,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
     const int taps = p.tap_count;
     const int tap_span = taps > 0 ? (taps - 1) * abs(p.tap_in_step) : 0;
     // First input position of the window, aligned down to a 16-byte vector.
-    const int lo = p.in_base + q0 * p.in_step - (p.tap_in_step < 0 ? tap_span : 0);
+    const int lo = p.in_base + q0 - (p.tap_in_step < 0 ? tap_span : 0);  // in_step is 1 (host)
     const int window_first = floor_to(lo, VEC);
     const int head = lo - window_first;
 
@@ -119,44 +122,84 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
     auto window = [&](int buf) { return reinterpret_cast<unsigned*>(smem + buf * stage_bytes + a_bytes); };
 
     const int slices = taps > 0 ? (channels + BK - 1) / BK : 0;  // a phase no tap reaches writes the bias
-    uint4 held[ROUNDS][2];  // 16-bit types: the next slice's window, in registers between fetch and stash
+    uint2 held[ROUNDS][2];  // 16-bit types: the next slice's window (channels 2c and 2c + 1), between fetch and stash
+
+    // A: each thread owns fixed (row, 16-byte chunk) pairs of the BM x 64-byte
+    // slice and copies them for every tap; the source of tap t + 1 is
+    // tap_step kernel taps further on.  Computed once per block.
+    constexpr int A_PAIRS = (BM * 4 + THREADS - 1) / THREADS;
+    const T* a_src[A_PAIRS];
+    int a_dst[A_PAIRS], a_chunk[A_PAIRS];
+    bool a_valid[A_PAIRS];
+#pragma unroll
+    for (int i = 0; i < A_PAIRS; ++i) {
+        const int pair = tid + i * THREADS;
+        const int chunk = pair & 3, row = pair >> 2;
+        const int m = m_tile * BM + row;
+        const int co = m >> fold_shift, r = m & (fold - 1);
+        a_valid[i] = pair < BM * 4 && m < rows;
+        a_src[i] = weight + w_base + (static_cast<Index>(p.tap_first + r) * out_channels + co) * channels_padded + chunk * VEC;
+        a_dst[i] = row * AROW + chunk * VEC;
+        a_chunk[i] = chunk * VEC;
+    }
+    const Index a_tap_step = static_cast<Index>(p.tap_step) * out_channels * channels_padded;
+    // The window: fixed tasks per thread, sources advancing by BK channels
+    // per slice.  float: one 16-byte vector of one channel (cp.async).
+    // 16-bit: half a vector (4 positions) of channels 2c and 2c + 1, so that
+    // consecutive threads store consecutive 16-byte words of the interleaved
+    // row (no bank conflicts).
+    constexpr int W_TASKS = WIDE ? (WROWS * WINDOW_MAX_VECTORS_WIDE + THREADS - 1) / THREADS : ROUNDS;
+    constexpr int W_SPAN = WIDE ? VEC : VEC / 2;  // positions per task
+    const int row_tasks = WIDE ? window_vectors : 2 * window_vectors;
+    const T* w_src[W_TASKS];
+    int w_dst[W_TASKS], w_channel[W_TASKS];
+    bool w_inside[W_TASKS];
+#pragma unroll
+    for (int i = 0; i < W_TASKS; ++i) {
+        const int task = tid + i * THREADS;
+        const int row = task / row_tasks, v = task - row * row_tasks;
+        const int l = window_first + v * W_SPAN;
+        const bool exists = task < WROWS * row_tasks;
+        w_inside[i] = exists && l >= 0 && l < in_w;  // in_w % VEC == 0: all or nothing
+        w_channel[i] = exists ? row * (WIDE ? 1 : 2) : channels;  // first channel, at slice 0
+        w_src[i] = in + in_base + static_cast<Index>(w_channel[i]) * in_w + l;
+        w_dst[i] = exists ? row * window_stride + v * W_SPAN : -1;
+    }
+    const Index slice_step = static_cast<Index>(BK) * in_w;
 
     // Start loading channel slice `s` into buffer `buf`.
     auto fetch = [&](int s, int buf) {
         const int c0 = s * BK;
         T* a = a_tile(buf);
-        for (int task = tid; task < taps * BM * 4; task += THREADS) {
-            const int chunk = task & 3, row = (task >> 2) & (BM - 1), t = (task >> 2) / BM;
-            const int m = m_tile * BM + row;
-            const int co = m >> fold_shift, r = m & (fold - 1);
-            const int k = p.tap_first + r + t * p.tap_step;
-            const int c = c0 + chunk * VEC;
-            const bool valid = m < rows && c < channels_padded;
-            const T* src = valid ? weight + w_base + (static_cast<Index>(k) * out_channels + co) * channels_padded + c : weight;
-            cp_async16(a + (t * BM + row) * AROW + chunk * VEC, src, valid);
+#pragma unroll
+        for (int i = 0; i < A_PAIRS; ++i) {
+            const bool valid = a_valid[i] && c0 + a_chunk[i] < channels_padded;
+            const T* src = a_src[i] + c0;
+            T* dst = a + a_dst[i];
+            for (int t = 0; t < taps; ++t) {
+                cp_async16(dst, valid ? src : weight, valid);
+                src += a_tap_step;
+                dst += BM * AROW;
+            }
         }
+        const Index offset = s * slice_step;
         if constexpr (WIDE) {
             unsigned* w = window(buf);
-            for (int task = tid; task < WROWS * window_vectors; task += THREADS) {
-                const int row = task / window_vectors, v = task - row * window_vectors;
-                const int c = c0 + row, l = window_first + v * VEC;
-                const bool valid = c < channels && l >= 0 && l < in_w;  // in_w % VEC == 0: all or nothing
-                const T* src = valid ? in + in_base + static_cast<Index>(c) * in_w + l : in;
-                cp_async16(w + row * window_stride + v * VEC, src, valid);
+#pragma unroll
+            for (int i = 0; i < W_TASKS; ++i) {
+                if (w_dst[i] >= 0) {
+                    const bool valid = w_inside[i] && c0 + w_channel[i] < channels;
+                    cp_async16(w + w_dst[i], valid ? w_src[i] + offset : in, valid);
+                }
             }
         } else {
 #pragma unroll
             for (int i = 0; i < ROUNDS; ++i) {
-                const int task = tid + i * THREADS;
-                const int row = task / window_vectors, v = task - row * window_vectors;
-                const int l = window_first + v * VEC;
-                const bool inside = task < WROWS * window_vectors && l >= 0 && l < in_w;
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const int c = c0 + 2 * row + h;
-                    held[i][h] = make_uint4(0, 0, 0, 0);
-                    if (inside && c < channels)
-                        held[i][h] = *reinterpret_cast<const uint4*>(in + in_base + static_cast<Index>(c) * in_w + l);
+                    held[i][h] = make_uint2(0, 0);
+                    if (w_inside[i] && c0 + w_channel[i] + h < channels)
+                        held[i][h] = *reinterpret_cast<const uint2*>(w_src[i] + offset + h * in_w);
                 }
             }
         }
@@ -168,20 +211,12 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
             unsigned* w = window(buf);
 #pragma unroll
             for (int i = 0; i < ROUNDS; ++i) {
-                const int task = tid + i * THREADS;
-                if (task < WROWS * window_vectors) {
-                    const int row = task / window_vectors, v = task - row * window_vectors;
+                if (w_dst[i] >= 0) {
                     const unsigned* even = reinterpret_cast<const unsigned*>(&held[i][0]);
                     const unsigned* odd = reinterpret_cast<const unsigned*>(&held[i][1]);
-                    unsigned words[8];
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        words[2 * j] = __byte_perm(even[j], odd[j], 0x5410);
-                        words[2 * j + 1] = __byte_perm(even[j], odd[j], 0x7632);
-                    }
-                    uint4* dst = reinterpret_cast<uint4*>(w + row * window_stride + v * VEC);
-                    dst[0] = make_uint4(words[0], words[1], words[2], words[3]);
-                    dst[1] = make_uint4(words[4], words[5], words[6], words[7]);
+                    *reinterpret_cast<uint4*>(w + w_dst[i]) =
+                        make_uint4(__byte_perm(even[0], odd[0], 0x5410), __byte_perm(even[0], odd[0], 0x7632),
+                                   __byte_perm(even[1], odd[1], 0x5410), __byte_perm(even[1], odd[1], 0x7632));
                 }
             }
         }
@@ -198,17 +233,24 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
     const int warp_m = (warp / WARPS_N) * WM, warp_n = (warp % WARPS_N) * WN;
     const int g = lane / 4, t4 = lane % 4;
     // Window word of this lane's B column for tap 0, before the tap's shift.
-    const int b_column = head + (warp_n + g) * p.in_step;
+    // This lane's B words for tap 0 before the tap's shift: column warp_n + g
+    // (+ 8j, an immediate offset), rows t4 + 4h + kk / (entries per word).
+    constexpr int WORDS_PER_K = WIDE ? 1 : 2;  // reduction entries per window word
+    constexpr int KSTEPS = BK / KSTEP;
+    const int b_lane = head + warp_n + g + t4 * window_stride;
+    const int b_half = 4 * window_stride;  // rows t4 + 4
+    const int a_lane = (warp_m + (lane & 15)) * AROW + (lane >> 4) * VEC;
 
     auto compute = [&](int buf) {
-        const T* a = a_tile(buf);
-        const unsigned* w = window(buf);
+        const T* a = a_tile(buf) + a_lane;
+        const unsigned* w = window(buf) + b_lane;
         for (int t = 0; t < taps; ++t) {
             const int shift = p.tap_in_step < 0 ? (taps - 1 - t) * -p.tap_in_step : t * p.tap_in_step;
-            const unsigned* wt = w + b_column + shift;
-            const T* at = a + (t * BM + warp_m + (lane & 15)) * AROW + (lane >> 4) * VEC;
+            const unsigned* wt = w + shift;
+            const T* at = a + t * BM * AROW;
 #pragma unroll
-            for (int kk = 0; kk < BK; kk += KSTEP) {
+            for (int ks = 0; ks < KSTEPS; ++ks) {
+                const int kk = ks * KSTEP;
                 unsigned af[MI][4], bf[NI][2];
 #pragma unroll
                 for (int i = 0; i < MI; ++i) {
@@ -218,13 +260,12 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
                         for (int e = 0; e < 4; ++e) af[i][e] = to_tf32(__uint_as_float(af[i][e]));
                     }
                 }
-                constexpr int WORDS_PER_K = WIDE ? 1 : 2;  // reduction entries per window word
-                const int krow = kk / WORDS_PER_K + t4;
+                const unsigned* lo_rows = wt + (kk / WORDS_PER_K) * window_stride;
+                const unsigned* hi_rows = lo_rows + b_half;
 #pragma unroll
                 for (int j = 0; j < NI; ++j) {
-                    const unsigned* col = wt + j * 8 * p.in_step;
-                    bf[j][0] = col[krow * window_stride];
-                    bf[j][1] = col[(krow + 4) * window_stride];
+                    bf[j][0] = lo_rows[j * 8];
+                    bf[j][1] = hi_rows[j * 8];
                     if constexpr (WIDE) {
                         bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
                         bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
@@ -260,37 +301,85 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
         __syncthreads();
     }
 
-    // Epilogue: through shared memory, so that consecutive threads write
-    // consecutive outputs: along q for one row (fold 1), or along (q, r) for
-    // one output channel when the tile's rows are sub-phases of it.  The row
-    // stride's padding keeps the reads below free of bank conflicts.
-    constexpr int BN_SHIFT = log2_of(BN);
-    const int rt_shift = fold_shift < log2_of(BM) ? fold_shift : log2_of(BM);  // log2 of one channel's rows in the tile
-    const int stride = BN + (rt_shift == 0 ? 4 : 32 >> (rt_shift < 5 ? rt_shift : 5));
+    // Epilogue: through shared memory (rows of BN + 8 floats), then runs of
+    // VEC consecutive outputs per thread: along q for one row when the tile
+    // does not fold (out_step 1), along the sub-phases r of one output channel
+    // when it folds by VEC or more; one 16- or 8-byte store where the run is
+    // whole and aligned, else element by element.  Consecutive threads take
+    // consecutive runs of one row (fold 1) or consecutive columns (folded).
+    constexpr int SROW = BN + 8;  // float2 fragment writes: 8 rows x 4 pairs per wavefront, no conflicts
     float* stage = reinterpret_cast<float*>(smem);
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int j = 0; j < NI; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                stage[(warp_m + i * 16 + g + (e / 2) * 8) * stride + warp_n + j * 8 + 2 * t4 + (e % 2)] = acc[i][j][e];
+            for (int h = 0; h < 2; ++h)
+                *reinterpret_cast<float2*>(&stage[(warp_m + i * 16 + g + h * 8) * SROW + warp_n + j * 8 + 2 * t4]) =
+                    make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
     __syncthreads();
 
     const Index out_image = (static_cast<Index>(n) * groups + group) * out_channels;
-    for (int idx = tid; idx < BM * BN; idx += THREADS) {
-        const int r_local = idx & ((1 << rt_shift) - 1);
-        const int rest = idx >> rt_shift;
-        const int col = rest & (BN - 1);
-        const int row = ((rest >> BN_SHIFT) << rt_shift) + r_local;
+    const bool along_r = fold >= VEC;
+    if (!along_r && !(fold == 1 && p.out_step == 1)) {
+        // No runs (a phase of stride s, or a fold below VEC): one element per
+        // thread, consecutive threads on consecutive columns of a row.
+        for (int idx = tid; idx < BM * BN; idx += THREADS) {
+            const int row = idx / BN, col = idx % BN;
+            const int m = m_tile * BM + row, q = q0 + col;
+            if (m >= rows || q >= p.count) continue;
+            const int co = m >> fold_shift, r = m & (fold - 1);
+            const int o = p.out_base + q * p.out_step + r;
+            if (o < 0 || o >= out_w) continue;
+            const float b = bias != nullptr ? ValueTraits<T>::to_acc(bias[group * out_channels + co]) : 0.0f;
+            out[(out_image + co) * out_w + o] = ValueTraits<T>::from_acc(stage[row * SROW + col] + b);
+        }
+        return;
+    }
+    for (int run = tid; run < BM * BN / VEC; run += THREADS) {
+        int row, col;  // the run's first element in the tile
+        if (along_r) {
+            col = run % BN;
+            row = run / BN * VEC;
+        } else {
+            col = run % (BN / VEC) * VEC;
+            row = run / (BN / VEC);
+        }
+        float v[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[e] = along_r ? stage[(row + e) * SROW + col] : stage[row * SROW + col + e];
         const int m = m_tile * BM + row;
-        const int q = q0 + col;
-        if (m >= rows || q >= p.count) continue;
+        if (m >= rows) continue;
         const int co = m >> fold_shift, r = m & (fold - 1);
+        const int q = q0 + col;
         const int o = p.out_base + q * p.out_step + r;
-        if (o < 0 || o >= out_w) continue;
-        float v = stage[row * stride + col];
-        if (bias != nullptr) v += ValueTraits<T>::to_acc(bias[group * out_channels + co]);
-        out[(out_image + co) * out_w + o] = ValueTraits<T>::from_acc(v);
+        const float b = bias != nullptr ? ValueTraits<T>::to_acc(bias[group * out_channels + co]) : 0.0f;
+        T* dst = out + (out_image + co) * out_w + o;
+        const bool whole = o >= 0 && o + VEC <= out_w && (along_r ? q < p.count : q + VEC <= p.count);
+        const unsigned long long address = reinterpret_cast<unsigned long long>(dst);
+        if (whole && address % 8 == 0) {
+            union {
+                T value[VEC];
+                uint4 whole;
+                uint2 half[2];
+            } packed;
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) packed.value[e] = ValueTraits<T>::from_acc(v[e] + b);
+            if (address % 16 == 0) {
+                *reinterpret_cast<uint4*>(dst) = packed.whole;
+            } else {
+                reinterpret_cast<uint2*>(dst)[0] = packed.half[0];
+                reinterpret_cast<uint2*>(dst)[1] = packed.half[1];
+            }
+        } else {
+            // A run cut by an edge or misaligned: element e is (row + e, col)
+            // along r, (row, col + e) along q; same channel throughout.
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const int qe = along_r ? q : q + e;
+                const int oe = o + (along_r ? e : e * p.out_step);
+                if (qe < p.count && oe >= 0 && oe < out_w) out[(out_image + co) * out_w + oe] = ValueTraits<T>::from_acc(v[e] + b);
+            }
+        }
     }
 }
