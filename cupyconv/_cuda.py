@@ -335,7 +335,9 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
     float16 and bfloat16, and float32 with precision "tf32", run on tensor
     cores (sm_80 and later); float32 "highest" and float64 on CUDA cores.
     Depthwise problems (one input channel per group) run a stencil kernel
-    that accumulates in float32 (float64 for float64) in every mode.
+    that accumulates in float32 (float64 for float64) in every mode.  Large
+    1D problems on tensor cores run conv_window (see WINDOW_MIN_OUTPUT),
+    others conv_gemm/conv_mma.
     """
     with x.device:
         out4 = _output(out, geometry.output_shape4, x.dtype)
@@ -356,7 +358,8 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
 
     Depthwise problems with up to 16 taps per input channel (multiplier x
     kernel) get grad_input and grad_weight from one pass of
-    depthwise_backward; others run grad_input as a GEMM (conv_gemm/conv_mma)
+    depthwise_backward; others run grad_input as a GEMM (conv_gemm/conv_mma,
+    or conv_window for large stride-1 1D problems on tensor cores)
     and grad_weight as a split-K GEMM (on tensor cores where the forward pass
     uses them).  grad_bias is its own split reduction."""
     want_input, want_weight, want_bias = output_mask
