@@ -277,7 +277,10 @@ def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, ind
         plan, flat = _window_plan(geometry, pass_name, dtype, index, tile, max_shared)
         _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
 
-    fitting = tuple(t for t in _kernels.WINDOW_TUNE_TILES if _window_plan(geometry, pass_name, dtype, index, t, max_shared))
+    # the candidates that fit, listed only when the autotuner will time them
+    fitting = () if not _autotune.enabled() else tuple(
+        t for t in _kernels.WINDOW_TUNE_TILES if _window_plan(geometry, pass_name, dtype, index, t, max_shared)
+    )
     launch(_pick("conv_window", (dtype, pass_name, index, geometry), fitting, heuristic, launch))
     return True
 

@@ -256,12 +256,20 @@ def test_window_kernel(case, mode, monkeypatch):
 @pytest.mark.parametrize("mode", [("float32", "tf32"), ("bfloat16", "highest")], ids=["tf32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
 def test_every_window_tile(case, mode, tile, monkeypatch):
-    from cupyconv import _cuda
+    from cupyconv import _autotune, _cuda
 
-    ran = _spy_window(monkeypatch)
-    monkeypatch.setattr(_cuda, "_pick", lambda family, key, candidates, heuristic, launch: tile if tile in candidates else heuristic)
+    ran, picked = _spy_window(monkeypatch), []
+
+    def pick(family, key, candidates, heuristic, launch):
+        if family == "conv_window" and tile in candidates:
+            picked.append(tile)
+            return tile
+        return heuristic
+
+    monkeypatch.setattr(_autotune, "enabled", lambda: True)  # conv_window lists its candidates only for the autotuner
+    monkeypatch.setattr(_cuda, "_pick", pick)
     test_forward(case, mode)
-    assert ran
+    assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)

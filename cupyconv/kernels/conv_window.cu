@@ -50,8 +50,6 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
                  : "r"(shared_address(p)));
 }
 
-__host__ __device__ constexpr int log2_of(int v) { return v > 1 ? 1 + log2_of(v / 2) : 0; }
-
 __device__ __forceinline__ int floor_to(int v, int step) {  // largest multiple of step <= v (step > 0)
     return v >= 0 ? v / step * step : -((-v + step - 1) / step) * step;
 }
