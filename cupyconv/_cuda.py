@@ -483,6 +483,66 @@ def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessor
     return partial, workspace_shape, _sum_splits_plan(dtype, count, splits, multiprocessors)
 
 
+@functools.lru_cache(maxsize=1024)
+def _grad_weight_window_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, tile, max_shared: int):
+    """(grad_weight_window launch, workspace shape, sum_splits launch), or
+    None where it does not apply with `tile` (see grad_weight_window_layout)
+    or its window does not fit in shared memory."""
+    layout = _kernels.grad_weight_window_layout(geometry, tile, dtype)
+    if layout is None or layout[1] > max_shared:
+        return None
+    window_rows, shared = layout
+    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    batch, _, _, in_w = geometry.input_shape4
+    out_w = geometry.output_shape4[3]
+    kernel = geometry.kernel[1]
+    m_tiles = -(-channels // tile.bm)
+    j_tiles = -(-out_channels // 64)
+    tap_chunks = -(-kernel // tile.taps)
+    slices = batch * -(-in_w // _kernels.GRAD_WEIGHT_WINDOW_SLICE)
+    if slices > _kernels.INT32_LIMIT // 2:  # the kernel counts slices in int
+        return None
+    independent = m_tiles * j_tiles * tap_chunks * geometry.groups
+    splits = _splits(independent, slices, 8, multiprocessors)
+    per_split = -(-slices // splits)
+    splits = -(-slices // per_split)
+    scalars = (
+        _i32(batch), _i32(geometry.groups), _i32(channels), _i32(out_channels), _i32(in_w), _i32(out_w), _i32(kernel),
+        _i32(geometry.stride[1].bit_length() - 1), _i32(geometry.padding[1]), _i32(geometry.dilation[1]), _i32(window_rows),
+        _i32(per_split), _i32(m_tiles), _i32(j_tiles), _i32(tap_chunks), _i32(splits),
+    )  # fmt: skip
+    name = _kernels.grad_weight_window_name(dtype, index, tile)
+    partial = _Launch("grad_weight_window.cu", name, _blocks_for(independent * splits), tile.threads, scalars, shared)
+    count = math.prod(geometry.weight_shape4)
+    return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
+
+
+def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
+    """Runs grad_weight with grad_weight_window if it applies; False if not."""
+    if dtype not in _kernels.GRAD_WEIGHT_WINDOW_DTYPES or gy4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or gy4.data.ptr % 16:
+        return False
+    multiprocessors, max_shared = _multiprocessors(), _max_shared()
+    # 8 taps per block where the kernel is long or strided, else 64 channels
+    heuristic = _kernels.GRAD_WEIGHT_WINDOW_TILES[0 if geometry.kernel[1] > 4 or geometry.stride[1] > 2 or geometry.in_channels_per_group <= 32 else 1]
+    if _grad_weight_window_plan(geometry, dtype, "int", multiprocessors, heuristic, max_shared) is None:
+        return False
+
+    def launch(tile):
+        partial, workspace_shape, finish = _grad_weight_window_plan(geometry, dtype, "int", multiprocessors, tile, max_shared)
+        index = _kernels.index_type(x4.size, gy4.size, math.prod(workspace_shape))
+        if index != "int":  # the split count does not depend on the index type
+            partial, workspace_shape, finish = _grad_weight_window_plan(geometry, dtype, index, multiprocessors, tile, max_shared)
+        workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
+        _launch(partial, (x4, gy4, workspace))
+        _launch(finish, (workspace, grad))
+
+    fitting = () if not _autotune.enabled() else tuple(
+        t for t in _kernels.GRAD_WEIGHT_WINDOW_TILES if _grad_weight_window_plan(geometry, dtype, "int", multiprocessors, t, max_shared)
+    )
+    launch(_pick("grad_weight_window", (dtype, geometry), fitting, heuristic, launch))
+    return True
+
+
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
     forward pass uses them too; else CUDA cores with double sums."""
@@ -491,7 +551,7 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
     if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:  # empty batch: the sum over nothing
         grad[...] = 0
-    elif grad.size:
+    elif grad.size and not (_tensor_core_passes(dtype, precision) == 1 and _grad_weight_window(gy4, x4, grad, geometry, dtype)):
         multiprocessors = _multiprocessors()
 
         def launch(tile):

@@ -96,6 +96,20 @@ WINDOW_CASES = [
 ]
 
 
+# grad_weight_window: 1D, power-of-two stride, input rows of whole 16-byte
+# vectors, at least 16 channels per group each way.  grad_output rows both
+# aligned (the vector path) and not (the element path), channel tails in
+# both tiles, several tap chunks, groups.
+GRAD_WEIGHT_WINDOW_CASES = [
+    Case("gw_s1_d3", 1, 2, 40, 72, (5,), (136,), padding=2, dilation=3),
+    Case("gw_fold8", 1, 2, 48, 40, (16,), (64,), stride=8, padding=4),
+    Case("gw_s2_d2_ragged", 1, 2, 32, 36, (3,), (72,), stride=2, padding=1, dilation=2),
+    Case("gw_k9_d4", 1, 1, 32, 24, (9,), (200,), padding=3, dilation=4),
+    Case("gw_s2_g2", 1, 2, 64, 64, (5,), (48,), stride=2, padding=1, output_padding=1, groups=2, bias=False),
+    Case("gw_s4_p7", 1, 3, 24, 80, (6,), (40,), stride=4, padding=7, output_padding=3),
+]
+
+
 def relative_error(actual, expected) -> float:
     """||actual - expected|| / ||expected|| in float64 (0 for empty arrays)."""
     actual = numpy.asarray(actual, dtype=numpy.float64)

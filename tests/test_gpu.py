@@ -28,7 +28,7 @@ import cupyconv
 from cupyconv import _kernels, reference
 
 from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
-from sweep import CASES, WINDOW_CASES, Case, relative_error
+from sweep import CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES, Case, relative_error
 
 try:
     import cupy
@@ -277,6 +277,72 @@ def test_window_64_bit_index(case, monkeypatch):
     ran = _spy_window(monkeypatch)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     test_forward(case, ("float16", "highest"))
+    assert ran
+
+
+def _spy_grad_weight_window(monkeypatch):
+    """Run grad_weight_window on small problems too; returns a list that
+    grows by one entry per call it served."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
+    ran, window = [], _cuda._grad_weight_window
+
+    def spy(gy4, x4, grad, geometry, dtype):
+        used = window(gy4, x4, grad, geometry, dtype)
+        if used:
+            ran.append(geometry)
+        return used
+
+    monkeypatch.setattr(_cuda, "_grad_weight_window", spy)
+    return ran
+
+
+SIXTEEN_BIT_MODES = [m for m in MODES if m[0] in ("float16", "bfloat16")]
+
+
+@pytest.mark.parametrize("mode", SIXTEEN_BIT_MODES, ids=["-".join(m) for m in SIXTEEN_BIT_MODES])
+@pytest.mark.parametrize("case", GRAD_WEIGHT_WINDOW_CASES, ids=str)
+def test_grad_weight_window_kernel(case, mode, monkeypatch):
+    """grad_weight_window's gradients against float64, with the usual tolerances."""
+    ran = _spy_grad_weight_window(monkeypatch)
+    test_backward(case, mode)
+    assert ran, "grad_weight_window did not run"
+
+
+@pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_WINDOW_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_k9_d4", "gw_s2_g2")], ids=str)
+def test_every_grad_weight_window_tile(case, mode, tile, monkeypatch):
+    from cupyconv import _autotune, _cuda
+
+    ran, picked = _spy_grad_weight_window(monkeypatch), []
+
+    def pick(family, key, candidates, heuristic, launch):
+        if family == "grad_weight_window" and tile in candidates:
+            picked.append(tile)
+            return tile
+        return heuristic
+
+    monkeypatch.setattr(_autotune, "enabled", lambda: True)  # the candidates are listed only for the autotuner
+    monkeypatch.setattr(_cuda, "_pick", pick)
+    test_backward(case, mode)
+    assert ran and picked, "the tile under test did not run"
+
+
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_s2_d2_ragged")], ids=str)
+def test_grad_weight_window_64_bit_index(case, monkeypatch):
+    ran = _spy_grad_weight_window(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_backward(case, ("bfloat16", "highest"))
+    assert ran
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_s2_g2", "gw_s4_p7")], ids=str)
+def test_grad_weight_window_is_bitwise_deterministic(case, dtype, monkeypatch):
+    ran = _spy_grad_weight_window(monkeypatch)
+    test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
     assert ran
 
 

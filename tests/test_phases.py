@@ -13,7 +13,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES, WINDOW_CASES
+from sweep import CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -307,3 +307,120 @@ def test_window_folds_the_phases_it_can():
     assert fold(k=5, s=2) == 1  # 2 does not divide 5
     assert fold(k=6, s=3) == 1  # not a power of two
     assert fold(k=4, s=2, d=2) == 1  # dilated
+
+
+def interpret_grad_weight_window(x4, gy4, geometry, tile, dtype, per_split):
+    """grad_weight_window's arithmetic, block by block and slice by slice:
+    the window each slice stages (the vector path where grad_output rows are
+    whole 16-byte vectors, else the element path, with the swizzled byte
+    offsets the kernel writes), the window bytes each tap's B fragment reads
+    back, A from x, and the workspace slab each block writes.  Unwritten
+    window bytes are NaN, so a read the loads did not cover poisons the
+    result; reads past the host's window_rows fail an assertion."""
+    itemsize = numpy.dtype(dtype).itemsize
+    vec, bl, bj = 16 // itemsize, 64 // itemsize, 128 // itemsize
+    window_rows, _ = _kernels.grad_weight_window_layout(geometry, tile, dtype)
+    batch, _, _, in_w = x4.shape
+    out_w = gy4.shape[3]
+    channels, out_channels, groups = geometry.in_channels_per_group, geometry.out_channels_per_group, geometry.groups
+    kernel, stride, padding, dilation = geometry.kernel[1], geometry.stride[1], geometry.padding[1], geometry.dilation[1]
+    shift = stride.bit_length() - 1
+    slices_per_image = -(-in_w // bl)
+    slices = batch * slices_per_image
+    splits = -(-slices // per_split)
+    gy_flat = gy4.reshape(-1)
+    workspace = numpy.full((splits, groups * channels, out_channels, kernel), numpy.nan)
+
+    def slot(row, col):  # the window byte offset of (row, column) / itemsize
+        chunk = (col >> 3) ^ ((row >> shift) & 7)
+        return (row * 128 + chunk * 16 + (col & 7) * 2) // 2
+
+    for group in range(groups):
+        for split in range(splits):
+            for chunk in range(-(-kernel // tile.taps)):
+                k0 = chunk * tile.taps
+                taps = min(tile.taps, kernel - k0)
+                head = (k0 * dilation - padding) % vec
+                for j0 in range(0, out_channels, bj):
+                    for m0 in range(0, channels, tile.bm):
+                        acc = numpy.zeros((tile.bm, bj, taps))
+                        for sl in range(split * per_split, min(slices, (split + 1) * per_split)):
+                            n, l0 = sl // slices_per_image, (sl % slices_per_image) * bl
+                            o0 = l0 * stride + k0 * dilation - padding - head
+                            assert o0 % vec == 0 or out_w % vec
+                            window = numpy.full(window_rows * 128 // itemsize, numpy.nan)
+                            image = (n * groups + group) * out_channels
+                            if out_w % vec == 0:  # vector path: whole vectors at rows v * VEC
+                                for v in range(window_rows // vec):
+                                    o = o0 + v * vec
+                                    for jl in range(bj):
+                                        j = j0 + jl
+                                        inside = 0 <= o < out_w and j < out_channels
+                                        for e in range(vec):
+                                            window[slot(v * vec + e, jl)] = gy_flat[(image + j) * out_w + o + e] if inside else 0.0
+                            else:  # element path: aligned vectors of each row, scattered
+                                for jl in range(bj):
+                                    j = j0 + jl
+                                    row_base = (image + j) * out_w
+                                    origin = row_base + o0
+                                    first = (origin // vec) * vec
+                                    for v in range(window_rows // vec + 1):
+                                        at = first + v * vec
+                                        row0 = at - origin
+                                        if row0 >= window_rows:
+                                            continue
+                                        for e in range(vec):
+                                            row, o = row0 + e, at + e - row_base
+                                            if 0 <= row < window_rows:
+                                                window[slot(row, jl)] = gy_flat[at + e] if j < out_channels and 0 <= o < out_w else 0.0
+                            ci = m0 + numpy.arange(tile.bm)
+                            ll = l0 + numpy.arange(bl)
+                            a = numpy.zeros((tile.bm, bl))
+                            ok_c, ok_l = ci < channels, ll < in_w
+                            a[numpy.ix_(ok_c, ok_l)] = x4[n, group * channels + ci[ok_c]][:, 0, ll[ok_l]]
+                            for t in range(taps):
+                                rows = numpy.arange(bl) * stride + t * dilation + head  # B rows of positions l0 + kk
+                                assert rows.max() < window_rows, "a B read outside the window"
+                                b = window[[[slot(int(r), jl) for jl in range(bj)] for r in rows]]  # (bl, bj)
+                                acc[:, :, t] += a @ b
+                        for mi in range(tile.bm):
+                            for jl in range(bj):
+                                if m0 + mi < channels and j0 + jl < out_channels:
+                                    workspace[split, group * channels + m0 + mi, j0 + jl, k0 : k0 + taps] = acc[mi, jl]
+    assert not numpy.isnan(workspace).any(), "every workspace entry is written"
+    return workspace.sum(axis=0)
+
+
+@pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_WINDOW_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("per_split", [2, 5])
+@pytest.mark.parametrize("case", GRAD_WEIGHT_WINDOW_CASES, ids=str)
+def test_grad_weight_window_computes_grad_weight(case, per_split, tile):
+    rng = numpy.random.default_rng(14)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    gy = rng.standard_normal(geometry.output_shape4)
+    x4 = x.reshape(geometry.input_shape4)
+    got = interpret_grad_weight_window(x4, gy, geometry, tile, "float16", per_split)
+    wt = torch.tensor(w.reshape(geometry.weight_shape4), requires_grad=True)
+    k = geometry
+    y = F.conv_transpose2d(
+        torch.from_numpy(x4), wt,
+        stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation,
+    )  # fmt: skip
+    y.backward(torch.from_numpy(gy))
+    numpy.testing.assert_allclose(got, wt.grad.numpy().reshape(got.shape), rtol=1e-12, atol=1e-12)
+
+
+def test_grad_weight_window_applies_where_documented():
+    def layout(size=64, k=3, s=1, d=1, ci=32, co=32, g=1, dtype="float16"):
+        geometry = _geometry.make_geometry(1, (2, ci, size), (ci, co // g, k), None, s, 0, 0, g, d)
+        return _kernels.grad_weight_window_layout(geometry, _kernels.GRAD_WEIGHT_WINDOW_TILES[0], dtype)
+
+    assert layout() is not None
+    # the vocoder's stride: 31 * 8 + 7 + 1 rows, up to 7 of alignment, whole vectors; two stages
+    assert layout(s=8, k=16) == (264, 2 * (32 * 80 + 264 * 128))
+    assert layout(s=3) is None  # not a power of two
+    assert layout(size=60) is None  # rows of 120 bytes
+    assert layout(dtype="bfloat16") is not None and layout(dtype="float32") is None  # 16-bit types only
+    assert layout(ci=8) is None and layout(co=8) is None  # too few channels for the tiles
+    assert layout(ci=64, co=64, g=4) is not None and layout(ci=64, co=32, g=4) is None

@@ -1,7 +1,33 @@
 // Tensor-core math on staged slices (mma.sync, sm_80 and later), shared by
-// conv_gemm.cu (forward and grad_input) and grad_weight.cu.
+// conv_gemm.cu (forward and grad_input), conv_window.cu, grad_weight.cu and
+// grad_weight_window.cu.
 #pragma once
 #include "common.cuh"
+
+// Shared-memory staging: cp.async copies and ldmatrix loads (sm_80 and later).
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared, asynchronously; zeros where !valid (src-size 0).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(p)));
+}
+// The transposed form: each lane's registers hold a column of the 8x8
+// matrices, so rows of k (one per address) with 8 consecutive n values give
+// mma's B fragment.
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(p)));
+}
 
 // Tensor-core operand registers from float values (which hold exact T values).
 __device__ __forceinline__ unsigned to_tf32(float v) {
