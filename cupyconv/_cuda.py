@@ -364,7 +364,8 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     depthwise_backward; others run grad_input as a GEMM (conv_gemm/conv_mma,
     or conv_window for large stride-1 1D problems on tensor cores)
     and grad_weight as a split-K GEMM (on tensor cores where the forward pass
-    uses them).  grad_bias is its own split reduction."""
+    uses them; grad_weight_window for large 1D float16/bfloat16 problems with
+    a power-of-two stride).  grad_bias is its own split reduction."""
     want_input, want_weight, want_bias = output_mask
     with grad_output.device:
         gy4 = _contiguous4(grad_output, geometry.output_shape4)
@@ -545,7 +546,8 @@ def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
-    forward pass uses them too; else CUDA cores with double sums."""
+    forward pass uses them too -- grad_weight_window where it applies, else
+    grad_weight_mma; else CUDA cores with double sums."""
     dtype = numpy.dtype(gy4.dtype).name
     passes = min(_tensor_core_passes(dtype, precision), 1)
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
