@@ -530,8 +530,8 @@ def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 
     def launch(tile):
         partial, workspace_shape, finish = _grad_weight_window_plan(geometry, dtype, "int", multiprocessors, tile, max_shared)
-        # (+16: the window's aligned vectors may start up to one vector past grad_output's last element index)
-        index = _kernels.index_type(x4.size, gy4.size + 16, math.prod(workspace_shape))
+        # (a margin: the window's vector indices run up to window_rows + 8 past grad_output's last element)
+        index = _kernels.index_type(x4.size, gy4.size + (1 << 16), math.prod(workspace_shape))
         if index != "int":  # the split count does not depend on the index type
             partial, workspace_shape, finish = _grad_weight_window_plan(geometry, dtype, index, multiprocessors, tile, max_shared)
         workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
