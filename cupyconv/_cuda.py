@@ -484,6 +484,21 @@ def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessor
     return partial, workspace_shape, _sum_splits_plan(dtype, count, splits, multiprocessors)
 
 
+def _run_split_reduction(plan_for, inputs: tuple, sizes: tuple, out) -> None:
+    """A split reduction's two launches: plan_for(index) gives (partial
+    launch, workspace shape, sum_splits launch); the partials go to a float64
+    workspace that sum_splits adds, in split order, into `out`.  The index
+    type covers `sizes` (element counts the partial kernel indexes) and the
+    workspace, whose shape does not depend on it."""
+    partial, workspace_shape, finish = plan_for("int")
+    index = _kernels.index_type(*sizes, math.prod(workspace_shape))
+    if index != "int":
+        partial, workspace_shape, finish = plan_for(index)
+    workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
+    _launch(partial, inputs + (workspace,))
+    _launch(finish, (workspace, out))
+
+
 @functools.lru_cache(maxsize=1024)
 def _grad_weight_window_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, tile, max_shared: int):
     """(grad_weight_window launch, workspace shape, sum_splits launch), or
@@ -498,7 +513,7 @@ def _grad_weight_window_plan(geometry: Geometry, dtype: str, index: str, multipr
     out_w = geometry.output_shape4[3]
     kernel = geometry.kernel[1]
     m_tiles = -(-channels // tile.bm)
-    j_tiles = -(-out_channels // 64)
+    j_tiles = -(-out_channels // _kernels.GRAD_WEIGHT_WINDOW_COLUMNS)
     tap_chunks = -(-kernel // tile.taps)
     slices = batch * -(-in_w // _kernels.GRAD_WEIGHT_WINDOW_SLICE)
     if slices > _kernels.INT32_LIMIT // 2:  # the kernel counts slices in int
@@ -529,14 +544,11 @@ def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
         return False
 
     def launch(tile):
-        partial, workspace_shape, finish = _grad_weight_window_plan(geometry, dtype, "int", multiprocessors, tile, max_shared)
         # (a margin: the window's vector indices run up to window_rows + 8 past grad_output's last element)
-        index = _kernels.index_type(x4.size, gy4.size + (1 << 16), math.prod(workspace_shape))
-        if index != "int":  # the split count does not depend on the index type
-            partial, workspace_shape, finish = _grad_weight_window_plan(geometry, dtype, index, multiprocessors, tile, max_shared)
-        workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
-        _launch(partial, (x4, gy4, workspace))
-        _launch(finish, (workspace, grad))
+        _run_split_reduction(
+            lambda index: _grad_weight_window_plan(geometry, dtype, index, multiprocessors, tile, max_shared),
+            (x4, gy4), (x4.size, gy4.size + (1 << 16)), grad,
+        )  # fmt: skip
 
     fitting = () if not _autotune.enabled() else tuple(
         t for t in _kernels.GRAD_WEIGHT_WINDOW_TILES if _grad_weight_window_plan(geometry, dtype, "int", multiprocessors, t, max_shared)
@@ -550,21 +562,18 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     forward pass uses them too -- grad_weight_window where it applies, else
     grad_weight_mma; else CUDA cores with double sums."""
     dtype = numpy.dtype(gy4.dtype).name
-    passes = min(_tensor_core_passes(dtype, precision), 1)
+    tensor_core_passes = _tensor_core_passes(dtype, precision)
+    passes = min(tensor_core_passes, 1)
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
     if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:  # empty batch: the sum over nothing
         grad[...] = 0
-    elif grad.size and not (_tensor_core_passes(dtype, precision) == 1 and _grad_weight_window(gy4, x4, grad, geometry, dtype)):
+    elif grad.size and not (tensor_core_passes == 1 and _grad_weight_window(gy4, x4, grad, geometry, dtype)):
         multiprocessors = _multiprocessors()
 
         def launch(tile):
-            partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, "int", multiprocessors, passes, tile)
-            index = _kernels.index_type(x4.size, gy4.size, math.prod(workspace_shape))
-            if index != "int":  # the split count does not depend on the index type
-                partial, workspace_shape, finish = _grad_weight_plan(geometry, dtype, index, multiprocessors, passes, tile)
-            workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
-            _launch(partial, (x4, gy4, workspace))
-            _launch(finish, (workspace, grad))
+            _run_split_reduction(
+                lambda index: _grad_weight_plan(geometry, dtype, index, multiprocessors, passes, tile), (x4, gy4), (x4.size, gy4.size), grad
+            )
 
         heuristic = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GRAD_WEIGHT_TILES, geometry.in_channels_per_group)
         candidates = _kernels.MMA_TUNE_TILES if passes else _kernels.GRAD_WEIGHT_TILES

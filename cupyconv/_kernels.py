@@ -268,6 +268,7 @@ GRAD_WEIGHT_WINDOW_TILES = (GradWeightWindowTile(32, 8, 2), GradWeightWindowTile
 GRAD_WEIGHT_WINDOW_DTYPES = ("float16", "bfloat16")
 GRAD_WEIGHT_WINDOW_MIN_CHANNELS = 16  # fewer input or output channels per group keep grad_weight_mma
 GRAD_WEIGHT_WINDOW_SLICE = 32  # reduction positions per slice (64 bytes of x)
+GRAD_WEIGHT_WINDOW_COLUMNS = 64  # output channels per block (one 128-byte window row)
 
 
 def grad_weight_window_name(dtype: str, index: str, tile: GradWeightWindowTile) -> str:

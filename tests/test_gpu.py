@@ -224,21 +224,47 @@ def test_every_tile(case, mode, tile, monkeypatch):
 TENSOR_CORE_MODES = [m for m in MODES if m[1] == "tf32" or m[0] in ("float16", "bfloat16")]
 
 
-def _spy_window(monkeypatch):
-    """Run conv_window on small problems too; returns the list of passes it ran."""
+def _spy(monkeypatch, name, record):
+    """Run _cuda.<name> (conv_window's or grad_weight_window's dispatcher) on
+    small problems too; returns a list of record(arguments) for the calls it
+    served."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
-    ran, window = [], _cuda._window
+    ran, original = [], getattr(_cuda, name)
 
-    def spy(source4, weight, bias, out4, geometry, pass_name, index, dtype):
-        used = window(source4, weight, bias, out4, geometry, pass_name, index, dtype)
+    def spy(*args):
+        used = original(*args)
         if used:
-            ran.append(pass_name)
+            ran.append(record(args))
         return used
 
-    monkeypatch.setattr(_cuda, "_window", spy)
+    monkeypatch.setattr(_cuda, name, spy)
     return ran
+
+
+def _spy_window(monkeypatch):
+    """The passes (forward, grad_input) conv_window ran."""
+    return _spy(monkeypatch, "_window", lambda args: args[5])
+
+
+def _force_tile(monkeypatch, family, tile):
+    """Make _pick return `tile` for `family` where it is a candidate (with
+    autotuning on, so that the dispatcher lists its candidates); returns the
+    list of times it did."""
+    from cupyconv import _autotune, _cuda
+
+    picked = []
+
+    def pick(name, key, candidates, heuristic, launch):
+        if name == family and tile in candidates:
+            picked.append(tile)
+            return tile
+        return heuristic
+
+    monkeypatch.setattr(_autotune, "enabled", lambda: True)
+    monkeypatch.setattr(_cuda, "_pick", pick)
+    return picked
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
@@ -256,18 +282,7 @@ def test_window_kernel(case, mode, monkeypatch):
 @pytest.mark.parametrize("mode", [("float32", "tf32"), ("bfloat16", "highest")], ids=["tf32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
 def test_every_window_tile(case, mode, tile, monkeypatch):
-    from cupyconv import _autotune, _cuda
-
-    ran, picked = _spy_window(monkeypatch), []
-
-    def pick(family, key, candidates, heuristic, launch):
-        if family == "conv_window" and tile in candidates:
-            picked.append(tile)
-            return tile
-        return heuristic
-
-    monkeypatch.setattr(_autotune, "enabled", lambda: True)  # conv_window lists its candidates only for the autotuner
-    monkeypatch.setattr(_cuda, "_pick", pick)
+    ran, picked = _spy_window(monkeypatch), _force_tile(monkeypatch, "conv_window", tile)
     test_forward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
@@ -281,21 +296,8 @@ def test_window_64_bit_index(case, monkeypatch):
 
 
 def _spy_grad_weight_window(monkeypatch):
-    """Run grad_weight_window on small problems too; returns a list that
-    grows by one entry per call it served."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
-    ran, window = [], _cuda._grad_weight_window
-
-    def spy(gy4, x4, grad, geometry, dtype):
-        used = window(gy4, x4, grad, geometry, dtype)
-        if used:
-            ran.append(geometry)
-        return used
-
-    monkeypatch.setattr(_cuda, "_grad_weight_window", spy)
-    return ran
+    """The calls grad_weight_window served."""
+    return _spy(monkeypatch, "_grad_weight_window", lambda args: args[3])  # the geometry
 
 
 SIXTEEN_BIT_MODES = [m for m in MODES if m[0] in ("float16", "bfloat16")]
@@ -314,18 +316,7 @@ def test_grad_weight_window_kernel(case, mode, monkeypatch):
 @pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_k9_d4", "gw_s2_g2")], ids=str)
 def test_every_grad_weight_window_tile(case, mode, tile, monkeypatch):
-    from cupyconv import _autotune, _cuda
-
-    ran, picked = _spy_grad_weight_window(monkeypatch), []
-
-    def pick(family, key, candidates, heuristic, launch):
-        if family == "grad_weight_window" and tile in candidates:
-            picked.append(tile)
-            return tile
-        return heuristic
-
-    monkeypatch.setattr(_autotune, "enabled", lambda: True)  # the candidates are listed only for the autotuner
-    monkeypatch.setattr(_cuda, "_pick", pick)
+    ran, picked = _spy_grad_weight_window(monkeypatch), _force_tile(monkeypatch, "grad_weight_window", tile)
     test_backward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
