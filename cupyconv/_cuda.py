@@ -285,10 +285,73 @@ def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, ind
     return True
 
 
+# grad_input_taps splits a reduction into pieces of at least this many
+# 128-byte stages, and only while the blocks fit on the GPU at once (two per
+# multiprocessor: its launch bounds and shared memory).
+GRAD_INPUT_TAPS_MIN_CHUNKS = 16
+GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR = 2
+
+
+@functools.lru_cache(maxsize=1024)
+def _grad_input_taps_plan(geometry: Geometry, dtype: str, index: str, vector: int, multiprocessors: int, tile):
+    """(grad_input_taps launch, workspace shape, sum_splits launch); the last
+    two are None where the reduction is not split (the kernel then writes
+    grad_input itself)."""
+    rows, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    batch, _, _, in_w = geometry.input_shape4
+    out_w = geometry.output_shape4[3]
+    kernel = geometry.kernel[1]
+    m_tiles = -(-rows // tile.bm)
+    col_tiles = -(-(batch * in_w) // tile.bn)
+    chunks = -(-(out_channels * kernel) // (128 // _kernels.ITEMSIZE[dtype]))
+    independent = m_tiles * col_tiles * geometry.groups
+    capacity = GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR * multiprocessors
+    splits = max(1, min(capacity // independent, chunks // GRAD_INPUT_TAPS_MIN_CHUNKS))
+    per_split = -(-chunks // splits)
+    splits = -(-chunks // per_split)
+    scalars = (
+        _i32(batch), _i32(geometry.groups), _i32(rows), _i32(out_channels), _i32(in_w), _i32(out_w), _i32(kernel),
+        _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(per_split), _i32(m_tiles), _i32(col_tiles), _i32(splits),
+    )  # fmt: skip
+    name = _kernels.grad_input_taps_name(dtype, index, tile, vector)
+    partial = _Launch("grad_input_taps.cu", name, _blocks_for(independent * splits), tile.threads, scalars, tile.shared)
+    if splits == 1:
+        return partial, None, None
+    count = math.prod(geometry.input_shape4)
+    return partial, (splits,) + geometry.input_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
+
+
+def _grad_input_taps(gy4, weight, grad4, geometry: Geometry, dtype: str) -> bool:
+    """Runs grad_input with grad_input_taps if it applies; False if not."""
+    vector = _kernels.grad_input_taps_vector(geometry, dtype)
+    if vector is None or gy4.size < WINDOW_MIN_OUTPUT or gy4.data.ptr % vector or weight.data.ptr % vector:
+        return False
+    multiprocessors = _multiprocessors()
+
+    def launch(tile):
+        partial, workspace_shape, finish = _grad_input_taps_plan(geometry, dtype, "int", vector, multiprocessors, tile)
+        index = _kernels.index_type(gy4.size, weight.size, math.prod(workspace_shape or grad4.shape))
+        if index != "int":
+            partial, workspace_shape, finish = _grad_input_taps_plan(geometry, dtype, index, vector, multiprocessors, tile)
+        if finish is None:
+            _launch(partial, (gy4, weight, grad4, None))
+        else:
+            workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
+            _launch(partial, (gy4, weight, None, workspace))
+            _launch(finish, (workspace, grad4))
+
+    heuristic = _kernels.pick_tile(_kernels.GRAD_INPUT_TAPS_TILES, geometry.in_channels_per_group)
+    candidates = _kernels.GRAD_INPUT_TAPS_TILES if _autotune.enabled() else ()
+    launch(_pick("grad_input_taps", (dtype, vector, geometry), candidates, heuristic, launch))
+    return True
+
+
 def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
     index = _kernels.index_type(source4.size, out4.size, weight.size)
     dtype = numpy.dtype(out4.dtype).name
     passes = _tensor_core_passes(dtype, precision)
+    if passes == 1 and pass_name == "grad_input" and _grad_input_taps(source4, weight, out4, geometry, dtype):
+        return
     if passes == 1 and dtype in _kernels.WINDOW_DTYPES and _window(source4, weight, bias, out4, geometry, pass_name, index, dtype):
         return
     packed = _packs_weight(geometry, pass_name, out4.size)

@@ -19,6 +19,7 @@ from ._geometry import SUPPORTED_DTYPES, Geometry
 
 # C++ spelling of each supported dtype in the kernels (common.cuh).
 CUDA_TYPE = {"float16": "half_t", "bfloat16": "bfloat16_t", "float32": "float", "float64": "double"}
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 INDEX_TYPES = ("int", "long long")
 INT32_LIMIT = 2**31 - 1
 
@@ -299,6 +300,60 @@ def grad_weight_window_layout(geometry: Geometry, tile: GradWeightWindowTile, dt
     return rows, 2 * (tile.bm * 80 + rows * 128)
 
 
+class TapsTile(NamedTuple):
+    """A grad_input_taps block tile: BM rows x BN columns over WARPS_M x
+    WARPS_N warps, with `stages` cp.async stages of 128 bytes of reduction."""
+
+    bm: int
+    bn: int
+    warps_m: int
+    warps_n: int
+    stages: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def shared(self) -> int:
+        return self.stages * (self.bm + self.bn) * 128 + self.bn * 12  # and the column table
+
+
+# grad_input_taps tiles, chosen by the GEMM's row count (input channels per group).
+GRAD_INPUT_TAPS_TILES = (TapsTile(32, 128, 1, 4, 4), TapsTile(64, 128, 2, 4, 4), TapsTile(128, 128, 2, 4, 3))
+GRAD_INPUT_TAPS_DTYPES = ("float32", "float16", "bfloat16")
+GRAD_INPUT_TAPS_VECTORS = (16, 8)  # bytes per cp.async, widest first
+GRAD_INPUT_TAPS_MIN_TAPS = 8  # shorter kernels keep conv_mma
+GRAD_INPUT_TAPS_MIN_ROWS = 16  # as do groups with fewer input channels
+
+
+def grad_input_taps_name(dtype: str, index: str, tile: TapsTile, vector: int) -> str:
+    t = tile
+    return f"grad_input_taps<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}, {t.stages}, {vector}>"
+
+
+def grad_input_taps_vector(geometry: Geometry, dtype: str):
+    """The widest cp.async vector (bytes) grad_input_taps can load this
+    problem's grad_output and weight with, or None where it does not apply:
+    not 1D, a dilation above 1, stride 1 (conv_window's), fewer than
+    GRAD_INPUT_TAPS_MIN_TAPS taps or GRAD_INPUT_TAPS_MIN_ROWS input channels
+    per group, or no vector of 8 or 16 bytes whose values divide the
+    kernel, the stride, the padding and grad_output's row (so that a vector
+    never crosses a channel and lies wholly inside or outside its row)."""
+    if dtype not in GRAD_INPUT_TAPS_DTYPES or not _is_1d(geometry):
+        return None
+    _, kernel, stride, padding, dilation, out_w = _axes(geometry)[1]
+    if dilation != 1 or stride == 1 or kernel < GRAD_INPUT_TAPS_MIN_TAPS or geometry.in_channels_per_group < GRAD_INPUT_TAPS_MIN_ROWS:
+        return None
+    if geometry.out_channels_per_group * kernel > INT32_LIMIT - 256 or out_w + 2 * padding > 2**30:
+        return None  # the kernel counts k and positions in int
+    for vector in GRAD_INPUT_TAPS_VECTORS:
+        values = vector // ITEMSIZE[dtype]
+        if values and all(n % values == 0 for n in (kernel, stride, padding, out_w)):
+            return vector
+    return None
+
+
 def grad_bias_name(dtype: str) -> str:
     return f"grad_bias_partial<{CUDA_TYPE[dtype]}, {BIAS_THREADS}>"
 
@@ -317,6 +372,13 @@ def all_instantiations() -> List[Tuple[str, str]]:
                 names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in (MMA_TUNE_TILES if passes == 1 else MMA_TILES)]
             if dtype in WINDOW_DTYPES:
                 names += [("conv_window.cu", window_name(dtype, index, t)) for t in WINDOW_TUNE_TILES]
+            if dtype in GRAD_INPUT_TAPS_DTYPES:
+                names += [
+                    ("grad_input_taps.cu", grad_input_taps_name(dtype, index, t, v))
+                    for t in GRAD_INPUT_TAPS_TILES
+                    for v in GRAD_INPUT_TAPS_VECTORS
+                    if v >= ITEMSIZE[dtype]
+                ]
             if dtype in GRAD_WEIGHT_WINDOW_DTYPES:
                 names += [("grad_weight_window.cu", grad_weight_window_name(dtype, index, t)) for t in GRAD_WEIGHT_WINDOW_TILES]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]

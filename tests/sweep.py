@@ -117,3 +117,16 @@ def relative_error(actual, expected) -> float:
     if expected.size == 0:
         return 0.0
     return float(numpy.linalg.norm(actual - expected) / max(numpy.linalg.norm(expected), 1e-300))
+
+# grad_input_taps: 1D, stride above 1, dilation 1, 8 or more taps, 16 or more
+# input channels per group, the kernel, stride, padding and grad_output's row
+# in whole vectors (8 bytes: the vocoder's padding 4 in 16-bit; 16 bytes
+# otherwise).  Row, column and reduction tails, batch boundaries inside a
+# column tile, groups, an unbatched input, and reductions long enough to split.
+GRAD_INPUT_TAPS_CASES = [
+    Case("gi_fold8", 1, 2, 48, 40, (16,), (64,), stride=8, padding=4),
+    Case("gi_k64_s16", 1, 3, 24, 20, (64,), (40,), stride=16, padding=24),
+    Case("gi_g2_op4", 1, 2, 64, 48, (8,), (33,), stride=8, output_padding=4, groups=2),
+    Case("gi_unbatched", 1, None, 32, 16, (12,), (50,), stride=4, padding=4),
+    Case("gi_long", 1, 2, 32, 64, (64,), (24,), stride=16, padding=24, bias=False),
+]

@@ -28,7 +28,7 @@ import cupyconv
 from cupyconv import _kernels, reference
 
 from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
-from sweep import CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES, Case, relative_error
+from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES, Case, relative_error
 
 try:
     import cupy
@@ -333,6 +333,55 @@ def test_grad_weight_window_64_bit_index(case, monkeypatch):
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_s2_g2", "gw_s4_p7")], ids=str)
 def test_grad_weight_window_is_bitwise_deterministic(case, dtype, monkeypatch):
     ran = _spy_grad_weight_window(monkeypatch)
+    test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
+    assert ran
+
+
+def _spy_grad_input_taps(monkeypatch):
+    """The calls grad_input_taps served."""
+    return _spy(monkeypatch, "_grad_input_taps", lambda args: args[3])  # the geometry
+
+
+@pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
+@pytest.mark.parametrize("case", GRAD_INPUT_TAPS_CASES + [c for c in CASES if c.name == "1d_vocoder"], ids=str)
+def test_grad_input_taps_kernel(case, mode, monkeypatch):
+    """grad_input_taps's gradients against float64, with the usual tolerances;
+    gi_long's reduction is split across blocks (sum_splits adds the partials)."""
+    ran = _spy_grad_input_taps(monkeypatch)
+    test_backward(case, mode)
+    assert ran, "grad_input_taps did not run"
+
+
+@pytest.mark.parametrize("tile", _kernels.GRAD_INPUT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("mode", [("float32", "tf32"), ("float16", "highest")], ids=["tf32", "float16"])
+@pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_fold8", "gi_g2_op4", "gi_long")], ids=str)
+def test_every_grad_input_taps_tile(case, mode, tile, monkeypatch):
+    ran, picked = _spy_grad_input_taps(monkeypatch), _force_tile(monkeypatch, "grad_input_taps", tile)
+    test_backward(case, mode)
+    assert ran and picked, "the tile under test did not run"
+
+
+@pytest.mark.parametrize("min_chunks", [1, 10**6], ids=["split", "unsplit"])
+@pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_k64_s16", "gi_unbatched")], ids=str)
+def test_grad_input_taps_split_and_64_bit_index(case, min_chunks, monkeypatch):
+    """Splits of one stage each (every block a partial), or none, with 64-bit indices."""
+    from cupyconv import _cuda
+
+    ran = _spy_grad_input_taps(monkeypatch)
+    monkeypatch.setattr(_cuda, "GRAD_INPUT_TAPS_MIN_CHUNKS", min_chunks)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    _cuda._grad_input_taps_plan.cache_clear()
+    try:
+        test_backward(case, ("bfloat16", "highest"))
+    finally:
+        _cuda._grad_input_taps_plan.cache_clear()
+    assert ran
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_long", "gi_g2_op4")], ids=str)
+def test_grad_input_taps_is_bitwise_deterministic(case, dtype, monkeypatch):
+    ran = _spy_grad_input_taps(monkeypatch)
     test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
     assert ran
 

@@ -13,7 +13,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES
+from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -424,3 +424,114 @@ def test_grad_weight_window_applies_where_documented():
     assert layout(dtype="bfloat16") is not None and layout(dtype="float32") is None  # 16-bit types only
     assert layout(ci=8) is None and layout(co=8) is None  # too few channels for the tiles
     assert layout(ci=64, co=64, g=4) is not None and layout(ci=64, co=32, g=4) is None
+
+
+def interpret_grad_input_taps(gy4, w, geometry, tile, dtype, vector, per_split):
+    """grad_input_taps's arithmetic, block by block and stage by stage: each
+    thread's vector slot walks k = j*K + t the way the kernel advances it
+    (a running (j, t), one 128-byte stage at a time), loads the A and B
+    vectors the kernel's cp.async copies would (zeros where it zero-fills),
+    from the column table the kernel builds, into stages poisoned with NaN;
+    the products of each stage go to the split's workspace slab, which
+    sum_splits adds in order.  Every grad_input entry must be written by
+    exactly one block per split."""
+    itemsize = _kernels.ITEMSIZE[dtype]
+    kc, ve = 128 // itemsize, vector // itemsize
+    per_row = 128 // vector
+    batch, _, _, in_w = geometry.input_shape4
+    out_w = geometry.output_shape4[3]
+    rows, out_channels, groups = geometry.in_channels_per_group, geometry.out_channels_per_group, geometry.groups
+    kernel, stride, padding = geometry.kernel[1], geometry.stride[1], geometry.padding[1]
+    reduction = out_channels * kernel
+    chunks = -(-reduction // kc)
+    splits = -(-chunks // per_split)
+    columns = batch * in_w
+    gy_flat, w_flat = gy4.reshape(-1), w.reshape(-1)
+    workspace = numpy.full((splits,) + geometry.input_shape4, numpy.nan)
+    writes = numpy.zeros((splits,) + geometry.input_shape4, dtype=numpy.int64)
+    for split in range(splits):
+        begin = split * per_split
+        count = min(per_split, chunks - begin)
+        for group in range(groups):
+            for c0 in range(0, columns, tile.bn):
+                col = c0 + numpy.arange(tile.bn)
+                n, l = col // in_w, col % in_w
+                col_base = (n * groups + group) * out_channels * out_w + l * stride - padding
+                col_pos = numpy.where(col < columns, l * stride - padding, -(1 << 30))
+                for m0 in range(0, rows, tile.bm):
+                    acc = numpy.zeros((tile.bm, tile.bn))
+                    a_rows = rows - m0  # rows r < a_rows are valid
+                    a_src = (group * rows + min(m0, rows - 1)) * reduction
+                    state = []
+                    for vec in range(per_row):
+                        k = begin * kc + vec * ve
+                        state.append([k, k // kernel, k % kernel])
+                    step_j, step_t = kc // kernel, kc % kernel
+                    for _ in range(count):
+                        a = numpy.full((tile.bm, kc), numpy.nan)
+                        b = numpy.full((tile.bn, kc), numpy.nan)
+                        for vec in range(per_row):
+                            k, j, t = state[vec]
+                            lanes = slice(vec * ve, (vec + 1) * ve)
+                            for r in range(tile.bm):
+                                ok = k < reduction and r < a_rows
+                                a[r, lanes] = w_flat[a_src + r * reduction + k : a_src + r * reduction + k + ve] if ok else 0.0
+                            for r in range(tile.bn):
+                                pos = col_pos[r] + t
+                                ok = j < out_channels and 0 <= pos < out_w
+                                at = col_base[r] + j * out_w + t
+                                if ok:
+                                    assert pos + ve <= out_w and at % ve == 0, "a vector leaves its row or is misaligned"
+                                b[r, lanes] = gy_flat[at : at + ve] if ok else 0.0
+                            state[vec] = [k + kc, j + step_j, t + step_t]
+                            if state[vec][2] >= kernel:
+                                state[vec][1] += 1
+                                state[vec][2] -= kernel
+                        acc += a @ b.T
+                    m = m0 + numpy.arange(tile.bm)
+                    ok_m, ok_c = m < rows, col < columns
+                    mm, cc = numpy.meshgrid(m[ok_m], col[ok_c], indexing="ij")
+                    nn, ll = cc // in_w, cc % in_w
+                    workspace[split, nn, group * rows + mm, 0, ll] = acc[numpy.ix_(ok_m, ok_c)]
+                    writes[split, nn, group * rows + mm, 0, ll] += 1
+    assert (writes == 1).all(), "every grad_input entry is written once per split"
+    return workspace.sum(axis=0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("per_split", [3, 1000])
+@pytest.mark.parametrize("case", GRAD_INPUT_TAPS_CASES, ids=str)
+def test_grad_input_taps_computes_grad_input(case, per_split, dtype):
+    rng = numpy.random.default_rng(15)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    vector = _kernels.grad_input_taps_vector(geometry, dtype)
+    assert vector is not None, "the case is meant for grad_input_taps"
+    gy = rng.standard_normal(geometry.output_shape4)
+    tile = _kernels.pick_tile(_kernels.GRAD_INPUT_TAPS_TILES, geometry.in_channels_per_group)
+    got = interpret_grad_input_taps(gy, w, geometry, tile, dtype, vector, per_split)
+    xt = torch.tensor(x.reshape(geometry.input_shape4), requires_grad=True)
+    k = geometry
+    y = F.conv_transpose2d(
+        xt, torch.from_numpy(w.reshape(geometry.weight_shape4)),
+        stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation,
+    )  # fmt: skip
+    y.backward(torch.from_numpy(gy))
+    numpy.testing.assert_allclose(got, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_grad_input_taps_applies_where_documented():
+    def vector(size=64, k=16, s=8, p=4, op=0, d=1, ci=32, co=32, g=1, dtype="float16"):
+        geometry = _geometry.make_geometry(1, (2, ci, size), (ci, co // g, k), None, s, p, op, g, d)
+        return _kernels.grad_input_taps_vector(geometry, dtype)
+
+    assert vector() == 8  # the vocoder: padding 4 is half a 16-byte vector of float16
+    assert vector(dtype="float32") == 16 and vector(dtype="bfloat16") == 8
+    assert vector(k=1024, s=256, p=384) == 16  # X3
+    assert vector(p=2) is None and vector(p=2, dtype="float32") == 8
+    assert vector(op=2) is None  # grad_output rows of 4-byte multiples only
+    assert vector(s=1, p=0) is None  # stride 1 is conv_window's
+    assert vector(d=2) is None  # taps not contiguous
+    assert vector(k=4, s=4, p=0) is None  # too few taps
+    assert vector(ci=8) is None and vector(ci=32, g=4) is None and vector(ci=64, g=4) == 8  # input channels per group
+    assert vector(dtype="float64") is None
