@@ -292,6 +292,14 @@ GRAD_INPUT_TAPS_MIN_CHUNKS = 16
 GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR = 2
 
 
+def _taps_splits(independent: int, chunks: int, multiprocessors: int) -> Tuple[int, int]:
+    """(splits, stages per split) for grad_input_taps and grad_weight_taps."""
+    capacity = GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR * multiprocessors
+    splits = max(1, min(capacity // independent, chunks // GRAD_INPUT_TAPS_MIN_CHUNKS))
+    per_split = -(-chunks // splits)
+    return -(-chunks // per_split), per_split
+
+
 @functools.lru_cache(maxsize=1024)
 def _grad_input_taps_plan(geometry: Geometry, dtype: str, index: str, vector: int, multiprocessors: int, tile):
     """(grad_input_taps launch, workspace shape, sum_splits launch); the last
@@ -305,10 +313,7 @@ def _grad_input_taps_plan(geometry: Geometry, dtype: str, index: str, vector: in
     col_tiles = -(-(batch * in_w) // tile.bn)
     chunks = -(-(out_channels * kernel) // (128 // _kernels.ITEMSIZE[dtype]))
     independent = m_tiles * col_tiles * geometry.groups
-    capacity = GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR * multiprocessors
-    splits = max(1, min(capacity // independent, chunks // GRAD_INPUT_TAPS_MIN_CHUNKS))
-    per_split = -(-chunks // splits)
-    splits = -(-chunks // per_split)
+    splits, per_split = _taps_splits(independent, chunks, multiprocessors)
     scalars = (
         _i32(batch), _i32(geometry.groups), _i32(rows), _i32(out_channels), _i32(in_w), _i32(out_w), _i32(kernel),
         _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(per_split), _i32(m_tiles), _i32(col_tiles), _i32(splits),
@@ -321,6 +326,23 @@ def _grad_input_taps_plan(geometry: Geometry, dtype: str, index: str, vector: in
     return partial, (splits,) + geometry.input_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
 
 
+def _run_taps(plan_for, inputs: tuple, sizes: tuple, out) -> None:
+    """A grad_input_taps or grad_weight_taps launch: plan_for(index) gives
+    (launch, workspace shape, sum_splits launch), the last two None where the
+    kernel writes `out` itself; the index type covers `sizes` and the
+    workspace."""
+    partial, workspace_shape, finish = plan_for("int")
+    index = _kernels.index_type(*sizes, math.prod(workspace_shape or (0,)))
+    if index != "int":
+        partial, workspace_shape, finish = plan_for(index)
+    if finish is None:
+        _launch(partial, inputs + (out, None))
+    else:
+        workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
+        _launch(partial, inputs + (None, workspace))
+        _launch(finish, (workspace, out))
+
+
 def _grad_input_taps(gy4, weight, grad4, geometry: Geometry, dtype: str) -> bool:
     """Runs grad_input with grad_input_taps if it applies; False if not."""
     vector = _kernels.grad_input_taps_vector(geometry, dtype)
@@ -329,16 +351,10 @@ def _grad_input_taps(gy4, weight, grad4, geometry: Geometry, dtype: str) -> bool
     multiprocessors = _multiprocessors()
 
     def launch(tile):
-        partial, workspace_shape, finish = _grad_input_taps_plan(geometry, dtype, "int", vector, multiprocessors, tile)
-        index = _kernels.index_type(gy4.size, weight.size, math.prod(workspace_shape or grad4.shape))
-        if index != "int":
-            partial, workspace_shape, finish = _grad_input_taps_plan(geometry, dtype, index, vector, multiprocessors, tile)
-        if finish is None:
-            _launch(partial, (gy4, weight, grad4, None))
-        else:
-            workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
-            _launch(partial, (gy4, weight, None, workspace))
-            _launch(finish, (workspace, grad4))
+        _run_taps(
+            lambda index: _grad_input_taps_plan(geometry, dtype, index, vector, multiprocessors, tile),
+            (gy4, weight), (gy4.size, weight.size, grad4.size), grad4,
+        )  # fmt: skip
 
     heuristic = _kernels.pick_tile(_kernels.GRAD_INPUT_TAPS_TILES, geometry.in_channels_per_group)
     candidates = _kernels.GRAD_INPUT_TAPS_TILES if _autotune.enabled() else ()
@@ -620,17 +636,68 @@ def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1024)
+def _grad_weight_taps_plan(geometry: Geometry, dtype: str, index: str, vector: int, multiprocessors: int, tile):
+    """(grad_weight_taps launch, workspace shape, sum_splits launch); the last
+    two are None where the reduction is not split."""
+    rows, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    batch, _, _, in_w = geometry.input_shape4
+    out_w = geometry.output_shape4[3]
+    kernel = geometry.kernel[1]
+    m_tiles = -(-rows // tile.bm)
+    col_tiles = -(-(out_channels * kernel) // tile.bn)
+    chunks = -(-(batch * in_w) // _kernels.GRAD_WEIGHT_TAPS_STAGE)
+    independent = m_tiles * col_tiles * geometry.groups
+    splits, per_split = _taps_splits(independent, chunks, multiprocessors)
+    if per_split > _kernels.INT32_LIMIT:
+        return None
+    scalars = (
+        _i32(batch), _i32(geometry.groups), _i32(rows), _i32(out_channels), _i32(in_w), _i32(out_w), _i32(kernel),
+        _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(per_split), _i32(m_tiles), _i32(col_tiles), _i32(splits),
+    )  # fmt: skip
+    name = _kernels.grad_weight_taps_name(dtype, index, tile, vector)
+    shared = _kernels.grad_weight_taps_shared(tile)
+    partial = _Launch("grad_weight_taps.cu", name, _blocks_for(independent * splits), tile.threads, scalars, shared)
+    if splits == 1:
+        return partial, None, None
+    count = math.prod(geometry.weight_shape4)
+    return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
+
+
+def _grad_weight_taps(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
+    """Runs grad_weight with grad_weight_taps if it applies; False if not."""
+    vector = _kernels.grad_weight_taps_vector(geometry, dtype)
+    if vector is None or gy4.size < WINDOW_MIN_OUTPUT or gy4.data.ptr % vector or x4.data.ptr % vector:
+        return False
+    multiprocessors = _multiprocessors()
+    if _grad_weight_taps_plan(geometry, dtype, "int", vector, multiprocessors, _kernels.GRAD_WEIGHT_TAPS_TILES[0]) is None:
+        return False
+
+    def launch(tile):
+        _run_taps(
+            lambda index: _grad_weight_taps_plan(geometry, dtype, index, vector, multiprocessors, tile),
+            (x4, gy4), (x4.size, gy4.size, grad.size), grad,
+        )  # fmt: skip
+
+    heuristic = _kernels.pick_tile(_kernels.GRAD_WEIGHT_TAPS_TILES, geometry.in_channels_per_group)
+    candidates = _kernels.GRAD_WEIGHT_TAPS_TILES if _autotune.enabled() else ()
+    launch(_pick("grad_weight_taps", (dtype, vector, geometry), candidates, heuristic, launch))
+    return True
+
+
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
-    forward pass uses them too -- grad_weight_window where it applies, else
-    grad_weight_mma; else CUDA cores with double sums."""
+    forward pass uses them too -- grad_weight_taps or grad_weight_window where
+    they apply, else grad_weight_mma; else CUDA cores with double sums."""
     dtype = numpy.dtype(gy4.dtype).name
     tensor_core_passes = _tensor_core_passes(dtype, precision)
     passes = min(tensor_core_passes, 1)
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
     if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:  # empty batch: the sum over nothing
         grad[...] = 0
-    elif grad.size and not (tensor_core_passes == 1 and _grad_weight_window(gy4, x4, grad, geometry, dtype)):
+    elif grad.size and not (
+        tensor_core_passes == 1 and (_grad_weight_taps(gy4, x4, grad, geometry, dtype) or _grad_weight_window(gy4, x4, grad, geometry, dtype))
+    ):
         multiprocessors = _multiprocessors()
 
         def launch(tile):

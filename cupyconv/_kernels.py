@@ -332,26 +332,66 @@ def grad_input_taps_name(dtype: str, index: str, tile: TapsTile, vector: int) ->
     return f"grad_input_taps<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}, {t.stages}, {vector}>"
 
 
-def grad_input_taps_vector(geometry: Geometry, dtype: str):
-    """The widest cp.async vector (bytes) grad_input_taps can load this
-    problem's grad_output and weight with, or None where it does not apply:
-    not 1D, a dilation above 1, stride 1 (conv_window's), fewer than
-    GRAD_INPUT_TAPS_MIN_TAPS taps or GRAD_INPUT_TAPS_MIN_ROWS input channels
-    per group, or no vector of 8 or 16 bytes whose values divide the
-    kernel, the stride, the padding and grad_output's row (so that a vector
-    never crosses a channel and lies wholly inside or outside its row)."""
-    if dtype not in GRAD_INPUT_TAPS_DTYPES or not _is_1d(geometry):
+def _taps_vector(geometry: Geometry, dtype: str, lengths: Tuple[int, ...]):
+    """The widest of GRAD_INPUT_TAPS_VECTORS whose values divide every one of
+    `lengths`, for a 1D problem with contiguous taps (dilation 1), a stride
+    above 1 (stride 1 is conv_window's and grad_weight_window's), at least
+    GRAD_INPUT_TAPS_MIN_TAPS taps and GRAD_INPUT_TAPS_MIN_ROWS input channels
+    per group; else None."""
+    if not _is_1d(geometry):
         return None
     _, kernel, stride, padding, dilation, out_w = _axes(geometry)[1]
     if dilation != 1 or stride == 1 or kernel < GRAD_INPUT_TAPS_MIN_TAPS or geometry.in_channels_per_group < GRAD_INPUT_TAPS_MIN_ROWS:
         return None
     if geometry.out_channels_per_group * kernel > INT32_LIMIT - 256 or out_w + 2 * padding > 2**30:
-        return None  # the kernel counts k and positions in int
+        return None  # the kernels count k, columns and positions in int
     for vector in GRAD_INPUT_TAPS_VECTORS:
         values = vector // ITEMSIZE[dtype]
-        if values and all(n % values == 0 for n in (kernel, stride, padding, out_w)):
+        if values and all(n % values == 0 for n in lengths):
             return vector
     return None
+
+
+def grad_input_taps_vector(geometry: Geometry, dtype: str):
+    """The widest cp.async vector (bytes) grad_input_taps can load this
+    problem's grad_output and weight with, or None where it does not apply
+    (_taps_vector's conditions, and a vector of 8 or 16 bytes whose values
+    divide the kernel, the stride, the padding and grad_output's row, so that
+    a vector never crosses a channel and lies wholly inside or outside its
+    row)."""
+    if dtype not in GRAD_INPUT_TAPS_DTYPES:
+        return None
+    _, kernel, stride, padding, _, out_w = _axes(geometry)[1]
+    return _taps_vector(geometry, dtype, (kernel, stride, padding, out_w))
+
+
+# grad_weight_taps: the same problems' grad_weight, 16-bit types only.  Its
+# tiles are BM x 128 columns with 64 positions per stage (TapsTile.bn is 128).
+GRAD_WEIGHT_TAPS_TILES = (TapsTile(64, 128, 2, 4, 4), TapsTile(128, 128, 2, 4, 3))
+GRAD_WEIGHT_TAPS_DTYPES = ("float16", "bfloat16")
+GRAD_WEIGHT_TAPS_STAGE = 64  # positions per stage
+
+
+def grad_weight_taps_name(dtype: str, index: str, tile: TapsTile, vector: int) -> str:
+    t = tile
+    return f"grad_weight_taps<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.warps_m}, {t.warps_n}, {t.stages}, {vector}>"
+
+
+def grad_weight_taps_shared(tile: TapsTile) -> int:
+    """Shared bytes: per stage, A (BM rows of 64 positions) and B (64 rows of 128 columns)."""
+    return tile.stages * (tile.bm * 128 + GRAD_WEIGHT_TAPS_STAGE * 256)
+
+
+def grad_weight_taps_vector(geometry: Geometry, dtype: str):
+    """grad_input_taps_vector's vector where x's rows are whole vectors too
+    and at least one stage (64 positions) long, for float16 and bfloat16;
+    else None."""
+    if dtype not in GRAD_WEIGHT_TAPS_DTYPES:
+        return None
+    in_w, kernel, stride, padding, _, out_w = _axes(geometry)[1]
+    if in_w < GRAD_WEIGHT_TAPS_STAGE:
+        return None
+    return _taps_vector(geometry, dtype, (kernel, stride, padding, out_w, in_w))
 
 
 def grad_bias_name(dtype: str) -> str:
@@ -378,6 +418,10 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     for t in GRAD_INPUT_TAPS_TILES
                     for v in GRAD_INPUT_TAPS_VECTORS
                     if v >= ITEMSIZE[dtype]
+                ]
+            if dtype in GRAD_WEIGHT_TAPS_DTYPES:
+                names += [
+                    ("grad_weight_taps.cu", grad_weight_taps_name(dtype, index, t, v)) for t in GRAD_WEIGHT_TAPS_TILES for v in GRAD_INPUT_TAPS_VECTORS
                 ]
             if dtype in GRAD_WEIGHT_WINDOW_DTYPES:
                 names += [("grad_weight_window.cu", grad_weight_window_name(dtype, index, t)) for t in GRAD_WEIGHT_WINDOW_TILES]

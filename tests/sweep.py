@@ -130,3 +130,14 @@ GRAD_INPUT_TAPS_CASES = [
     Case("gi_unbatched", 1, None, 32, 16, (12,), (50,), stride=4, padding=4),
     Case("gi_long", 1, 2, 32, 64, (64,), (24,), stride=16, padding=24, bias=False),
 ]
+
+# grad_weight_taps: grad_input_taps's conditions, and x rows of whole vectors
+# at least one 64-position stage long.  Stages that run into the next image,
+# column tails (q = j*K + t past M*K), row tails, groups, an unbatched input.
+GRAD_WEIGHT_TAPS_CASES = [
+    Case("gwt_fold8", 1, 2, 48, 40, (16,), (96,), stride=8, padding=4),
+    Case("gwt_k64_s16", 1, 3, 24, 20, (64,), (72,), stride=16, padding=24),
+    Case("gwt_g2_op4", 1, 2, 64, 48, (8,), (80,), stride=8, output_padding=4, groups=2),
+    Case("gwt_unbatched", 1, None, 32, 16, (12,), (64,), stride=4, padding=4),
+    Case("gwt_long", 1, 4, 32, 8, (32,), (256,), stride=8, padding=12, bias=False),
+]

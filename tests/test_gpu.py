@@ -28,7 +28,7 @@ import cupyconv
 from cupyconv import _kernels, reference
 
 from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
-from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES, Case, relative_error
+from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES, Case, relative_error
 
 try:
     import cupy
@@ -296,7 +296,11 @@ def test_window_64_bit_index(case, monkeypatch):
 
 
 def _spy_grad_weight_window(monkeypatch):
-    """The calls grad_weight_window served."""
+    """The calls grad_weight_window served (with grad_weight_taps, which goes
+    first where both apply, turned off)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "_grad_weight_taps", lambda *args: False)
     return _spy(monkeypatch, "_grad_weight_window", lambda args: args[3])  # the geometry
 
 
@@ -383,6 +387,61 @@ def test_grad_input_taps_split_and_64_bit_index(case, min_chunks, monkeypatch):
 def test_grad_input_taps_is_bitwise_deterministic(case, dtype, monkeypatch):
     ran = _spy_grad_input_taps(monkeypatch)
     test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
+    assert ran
+
+
+def _spy_grad_weight_taps(monkeypatch):
+    """The calls grad_weight_taps served."""
+    return _spy(monkeypatch, "_grad_weight_taps", lambda args: args[3])  # the geometry
+
+
+@pytest.mark.parametrize("mode", SIXTEEN_BIT_MODES, ids=["-".join(m) for m in SIXTEEN_BIT_MODES])
+@pytest.mark.parametrize("case", GRAD_WEIGHT_TAPS_CASES, ids=str)
+def test_grad_weight_taps_kernel(case, mode, monkeypatch):
+    """grad_weight_taps's gradients against float64, with the usual tolerances."""
+    ran = _spy_grad_weight_taps(monkeypatch)
+    test_backward(case, mode)
+    assert ran, "grad_weight_taps did not run"
+
+
+@pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_fold8", "gwt_g2_op4", "gwt_k64_s16")], ids=str)
+def test_every_grad_weight_taps_tile(case, mode, tile, monkeypatch):
+    ran, picked = _spy_grad_weight_taps(monkeypatch), _force_tile(monkeypatch, "grad_weight_taps", tile)
+    test_backward(case, mode)
+    assert ran and picked, "the tile under test did not run"
+
+
+@pytest.mark.parametrize("min_chunks", [1, 10**6], ids=["split", "unsplit"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_long", "gwt_unbatched")], ids=str)
+def test_grad_weight_taps_split_and_64_bit_index(case, min_chunks, monkeypatch):
+    """Splits of one stage each (every block a partial), or none, with 64-bit indices."""
+    from cupyconv import _cuda
+
+    ran = _spy_grad_weight_taps(monkeypatch)
+    monkeypatch.setattr(_cuda, "GRAD_INPUT_TAPS_MIN_CHUNKS", min_chunks)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    _cuda._grad_weight_taps_plan.cache_clear()
+    try:
+        test_backward(case, ("float16", "highest"))
+    finally:
+        _cuda._grad_weight_taps_plan.cache_clear()
+    assert ran
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_long", "gwt_g2_op4")], ids=str)
+def test_grad_weight_taps_is_bitwise_deterministic(case, dtype, monkeypatch):
+    from cupyconv import _cuda
+
+    ran = _spy_grad_weight_taps(monkeypatch)
+    monkeypatch.setattr(_cuda, "GRAD_INPUT_TAPS_MIN_CHUNKS", 1)  # split, so that sum_splits's order is under test
+    _cuda._grad_weight_taps_plan.cache_clear()
+    try:
+        test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
+    finally:
+        _cuda._grad_weight_taps_plan.cache_clear()
     assert ran
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES
+from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -535,3 +535,105 @@ def test_grad_input_taps_applies_where_documented():
     assert vector(k=4, s=4, p=0) is None  # too few taps
     assert vector(ci=8) is None and vector(ci=32, g=4) is None and vector(ci=64, g=4) == 8  # input channels per group
     assert vector(dtype="float64") is None
+
+
+def interpret_grad_weight_taps(x4, gy4, geometry, tile, dtype, vector, per_split):
+    """grad_weight_taps's arithmetic, block by block and stage by stage: the
+    stage's first position (n, l) advanced as the kernel does, each thread's
+    A vector (its rows of x) and B vectors (its column vector q = j*K + t at
+    each of its positions), zeros where the kernel zero-fills, into stages
+    poisoned with NaN; the products go to the split's workspace slab."""
+    itemsize = _kernels.ITEMSIZE[dtype]
+    bk, bn, ve = _kernels.GRAD_WEIGHT_TAPS_STAGE, tile.bn, vector // itemsize
+    a_per_row, b_per_row = bk * itemsize // vector, bn * itemsize // vector
+    batch, _, _, in_w = geometry.input_shape4
+    out_w = geometry.output_shape4[3]
+    rows, out_channels, groups = geometry.in_channels_per_group, geometry.out_channels_per_group, geometry.groups
+    kernel, stride, padding = geometry.kernel[1], geometry.stride[1], geometry.padding[1]
+    columns = out_channels * kernel
+    chunks = -(-(batch * in_w) // bk)
+    splits = -(-chunks // per_split)
+    x_flat, gy_flat = x4.reshape(-1), gy4.reshape(-1)
+    shape = (splits, groups * rows, columns)
+    workspace = numpy.full(shape, numpy.nan)
+    writes = numpy.zeros(shape, dtype=numpy.int64)
+
+    def position(c_n, c_l, offset):  # at most one image ahead
+        l = c_l + offset
+        return (c_n + 1, l - in_w) if l >= in_w else (c_n, l)
+
+    for split in range(splits):
+        begin = split * per_split
+        count = min(per_split, chunks - begin)
+        for group in range(groups):
+            for q0 in range(0, columns, bn):
+                for m0 in range(0, rows, tile.bm):
+                    acc = numpy.zeros((tile.bm, bn))
+                    c_n, c_l = divmod(begin * bk, in_w)
+                    for _ in range(count):
+                        a = numpy.full((tile.bm, bk), numpy.nan)
+                        b = numpy.full((bk, bn), numpy.nan)
+                        for a_vec in range(a_per_row):
+                            n, l = position(c_n, c_l, a_vec * ve)
+                            assert l + ve <= in_w
+                            for r in range(tile.bm):
+                                ci = m0 + r
+                                ok = n < batch and ci < rows
+                                at = ((n * groups + group) * rows + ci) * in_w + l
+                                a[r, a_vec * ve : (a_vec + 1) * ve] = x_flat[at : at + ve] if ok else 0.0
+                        for b_vec in range(b_per_row):
+                            q = q0 + b_vec * ve
+                            j, t = divmod(q, kernel)
+                            for r in range(bk):
+                                n, l = position(c_n, c_l, r)
+                                pos = l * stride - padding + t
+                                ok = q < columns and n < batch and 0 <= pos < out_w
+                                at = ((n * groups + group) * out_channels + j) * out_w + pos
+                                if ok:
+                                    assert pos + ve <= out_w and at % ve == 0, "a vector leaves its row or is misaligned"
+                                b[r, b_vec * ve : (b_vec + 1) * ve] = gy_flat[at : at + ve] if ok else 0.0
+                        acc += a @ b
+                        c_l += bk
+                        if c_l >= in_w:
+                            c_n, c_l = c_n + 1, c_l - in_w
+                    m = m0 + numpy.arange(tile.bm)
+                    q = q0 + numpy.arange(bn)
+                    ok_m, ok_q = m < rows, q < columns
+                    workspace[split, group * rows + m[ok_m][:, None], q[ok_q][None, :]] = acc[numpy.ix_(ok_m, ok_q)]
+                    writes[split, group * rows + m[ok_m][:, None], q[ok_q][None, :]] += 1
+    assert (writes == 1).all(), "every grad_weight entry is written once per split"
+    return workspace.sum(axis=0)
+
+
+@pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("per_split", [2, 1000])
+@pytest.mark.parametrize("case", GRAD_WEIGHT_TAPS_CASES, ids=str)
+def test_grad_weight_taps_computes_grad_weight(case, per_split, tile):
+    rng = numpy.random.default_rng(16)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    vector = _kernels.grad_weight_taps_vector(geometry, "float16")
+    assert vector is not None, "the case is meant for grad_weight_taps"
+    gy = rng.standard_normal(geometry.output_shape4)
+    x4 = x.reshape(geometry.input_shape4)
+    got = interpret_grad_weight_taps(x4, gy, geometry, tile, "float16", vector, per_split)
+    wt = torch.tensor(w.reshape(geometry.weight_shape4), requires_grad=True)
+    k = geometry
+    y = F.conv_transpose2d(
+        torch.from_numpy(x4), wt,
+        stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation,
+    )  # fmt: skip
+    y.backward(torch.from_numpy(gy))
+    numpy.testing.assert_allclose(got, wt.grad.numpy().reshape(got.shape), rtol=1e-12, atol=1e-12)
+
+
+def test_grad_weight_taps_applies_where_documented():
+    def vector(size=64, k=16, s=8, p=4, dtype="float16"):
+        geometry = _geometry.make_geometry(1, (2, 32, size), (32, 32, k), None, s, p, 0, 1, 1)
+        return _kernels.grad_weight_taps_vector(geometry, dtype)
+
+    assert vector() == 8 and vector(dtype="bfloat16") == 8
+    assert vector(size=512, k=1024, s=256, p=384) == 16  # X3
+    assert vector(size=63) is None  # shorter than a stage
+    assert vector(size=68) == 8 and vector(size=66) is None  # x rows of whole vectors
+    assert vector(dtype="float32") is None  # 16-bit types only
