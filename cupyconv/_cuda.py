@@ -646,7 +646,7 @@ def _grad_weight_taps_plan(geometry: Geometry, dtype: str, index: str, vector: i
     kernel = geometry.kernel[1]
     m_tiles = -(-rows // tile.bm)
     col_tiles = -(-(out_channels * kernel) // tile.bn)
-    chunks = -(-(batch * in_w) // _kernels.GRAD_WEIGHT_TAPS_STAGE)
+    chunks = -(-(batch * in_w) // _kernels.grad_weight_taps_stage(dtype))
     independent = m_tiles * col_tiles * geometry.groups
     splits, per_split = _taps_splits(independent, chunks, multiprocessors)
     if per_split > _kernels.INT32_LIMIT:

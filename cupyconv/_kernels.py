@@ -365,11 +365,15 @@ def grad_input_taps_vector(geometry: Geometry, dtype: str):
     return _taps_vector(geometry, dtype, (kernel, stride, padding, out_w))
 
 
-# grad_weight_taps: the same problems' grad_weight, 16-bit types only.  Its
-# tiles are BM x 128 columns with 64 positions per stage (TapsTile.bn is 128).
+# grad_weight_taps: the same problems' grad_weight.  Its tiles are BM x 128
+# columns (TapsTile.bn is 128) with 128 bytes of positions per stage.
 GRAD_WEIGHT_TAPS_TILES = (TapsTile(64, 128, 2, 4, 4), TapsTile(128, 128, 2, 4, 3))
-GRAD_WEIGHT_TAPS_DTYPES = ("float16", "bfloat16")
-GRAD_WEIGHT_TAPS_STAGE = 64  # positions per stage
+GRAD_WEIGHT_TAPS_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def grad_weight_taps_stage(dtype: str) -> int:
+    """Positions per grad_weight_taps stage (128 bytes of x)."""
+    return 128 // ITEMSIZE[dtype]
 
 
 def grad_weight_taps_name(dtype: str, index: str, tile: TapsTile, vector: int) -> str:
@@ -378,18 +382,18 @@ def grad_weight_taps_name(dtype: str, index: str, tile: TapsTile, vector: int) -
 
 
 def grad_weight_taps_shared(tile: TapsTile) -> int:
-    """Shared bytes: per stage, A (BM rows of 64 positions) and B (64 rows of 128 columns)."""
-    return tile.stages * (tile.bm * 128 + GRAD_WEIGHT_TAPS_STAGE * 256)
+    """Shared bytes: per stage, A (BM rows of 128 bytes) and B (128 bytes of
+    positions, rows of 128 columns)."""
+    return tile.stages * (tile.bm * 128 + 128 * 128)
 
 
 def grad_weight_taps_vector(geometry: Geometry, dtype: str):
     """grad_input_taps_vector's vector where x's rows are whole vectors too
-    and at least one stage (64 positions) long, for float16 and bfloat16;
-    else None."""
+    and at least one stage (128 bytes) long; else None."""
     if dtype not in GRAD_WEIGHT_TAPS_DTYPES:
         return None
     in_w, kernel, stride, padding, _, out_w = _axes(geometry)[1]
-    if in_w < GRAD_WEIGHT_TAPS_STAGE:
+    if in_w < grad_weight_taps_stage(dtype):
         return None
     return _taps_vector(geometry, dtype, (kernel, stride, padding, out_w, in_w))
 

@@ -395,7 +395,7 @@ def _spy_grad_weight_taps(monkeypatch):
     return _spy(monkeypatch, "_grad_weight_taps", lambda args: args[3])  # the geometry
 
 
-@pytest.mark.parametrize("mode", SIXTEEN_BIT_MODES, ids=["-".join(m) for m in SIXTEEN_BIT_MODES])
+@pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_TAPS_CASES, ids=str)
 def test_grad_weight_taps_kernel(case, mode, monkeypatch):
     """grad_weight_taps's gradients against float64, with the usual tolerances."""
@@ -405,7 +405,7 @@ def test_grad_weight_taps_kernel(case, mode, monkeypatch):
 
 
 @pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
-@pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("mode", [("float32", "tf32"), ("bfloat16", "highest")], ids=["tf32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_fold8", "gwt_g2_op4", "gwt_k64_s16")], ids=str)
 def test_every_grad_weight_taps_tile(case, mode, tile, monkeypatch):
     ran, picked = _spy_grad_weight_taps(monkeypatch), _force_tile(monkeypatch, "grad_weight_taps", tile)

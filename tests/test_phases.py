@@ -544,7 +544,7 @@ def interpret_grad_weight_taps(x4, gy4, geometry, tile, dtype, vector, per_split
     each of its positions), zeros where the kernel zero-fills, into stages
     poisoned with NaN; the products go to the split's workspace slab."""
     itemsize = _kernels.ITEMSIZE[dtype]
-    bk, bn, ve = _kernels.GRAD_WEIGHT_TAPS_STAGE, tile.bn, vector // itemsize
+    bk, bn, ve = _kernels.grad_weight_taps_stage(dtype), tile.bn, vector // itemsize
     a_per_row, b_per_row = bk * itemsize // vector, bn * itemsize // vector
     batch, _, _, in_w = geometry.input_shape4
     out_w = geometry.output_shape4[3]
@@ -605,18 +605,19 @@ def interpret_grad_weight_taps(x4, gy4, geometry, tile, dtype, vector, per_split
     return workspace.sum(axis=0)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("per_split", [2, 1000])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_TAPS_CASES, ids=str)
-def test_grad_weight_taps_computes_grad_weight(case, per_split, tile):
+def test_grad_weight_taps_computes_grad_weight(case, per_split, tile, dtype):
     rng = numpy.random.default_rng(16)
     x, w, _ = case.arrays(rng)
     geometry = _geometry_of(case)
-    vector = _kernels.grad_weight_taps_vector(geometry, "float16")
+    vector = _kernels.grad_weight_taps_vector(geometry, dtype)
     assert vector is not None, "the case is meant for grad_weight_taps"
     gy = rng.standard_normal(geometry.output_shape4)
     x4 = x.reshape(geometry.input_shape4)
-    got = interpret_grad_weight_taps(x4, gy, geometry, tile, "float16", vector, per_split)
+    got = interpret_grad_weight_taps(x4, gy, geometry, tile, dtype, vector, per_split)
     wt = torch.tensor(w.reshape(geometry.weight_shape4), requires_grad=True)
     k = geometry
     y = F.conv_transpose2d(
@@ -634,6 +635,6 @@ def test_grad_weight_taps_applies_where_documented():
 
     assert vector() == 8 and vector(dtype="bfloat16") == 8
     assert vector(size=512, k=1024, s=256, p=384) == 16  # X3
-    assert vector(size=63) is None  # shorter than a stage
+    assert vector(size=63) is None and vector(size=32, dtype="float32") == 16  # a stage is 128 bytes
     assert vector(size=68) == 8 and vector(size=66) is None  # x rows of whole vectors
-    assert vector(dtype="float32") is None  # 16-bit types only
+    assert vector(dtype="float32") == 16 and vector(dtype="float64") is None

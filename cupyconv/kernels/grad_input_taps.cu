@@ -24,28 +24,6 @@
 #include "common.cuh"
 #include "mma.cuh"
 
-template <typename T>
-struct TapsMma;
-template <>
-struct TapsMma<float> {  // TF32 m16n8k8: 32 bytes of k per step
-    static __device__ __forceinline__ void round(unsigned& r) { r = to_tf32(__uint_as_float(r)); }
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) { mma_tf32(d, a, b); }
-};
-template <>
-struct TapsMma<half_t> {  // FP16 m16n8k16: 32 bytes of k per step
-    static __device__ __forceinline__ void round(unsigned&) {}
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        mma_16bit<half_t>(d, a, b);
-    }
-};
-template <>
-struct TapsMma<bfloat16_t> {
-    static __device__ __forceinline__ void round(unsigned&) {}
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        mma_16bit<bfloat16_t>(d, a, b);
-    }
-};
-
 template <int VB>
 __device__ __forceinline__ void cp_async_vector(void* dst, const void* src, bool valid) {
     if constexpr (VB == 16) {
@@ -188,7 +166,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
                 const int row = warp_m * WM + i * 16 + (lane & 15);
                 ldmatrix_x4(af[i], a_stage + taps_offset(row, (2 * ks + (lane >> 4)) * 16));
 #pragma unroll
-                for (int e = 0; e < 4; ++e) TapsMma<T>::round(af[i][e]);
+                for (int e = 0; e < 4; ++e) MmaOp<T>::round(af[i][e]);
             }
 #pragma unroll
             for (int jj = 0; jj < NI; jj += 2) {
@@ -201,14 +179,14 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
                 bf[jj + 1][1] = r[3];
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    TapsMma<T>::round(bf[jj][e]);
-                    TapsMma<T>::round(bf[jj + 1][e]);
+                    MmaOp<T>::round(bf[jj][e]);
+                    MmaOp<T>::round(bf[jj + 1][e]);
                 }
             }
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int jj = 0; jj < NI; ++jj) TapsMma<T>::mma(acc[i][jj], af[i], bf[jj]);
+                for (int jj = 0; jj < NI; ++jj) MmaOp<T>::mma(acc[i][jj], af[i], bf[jj]);
         }
     }
     cp_async_wait_group<0>();

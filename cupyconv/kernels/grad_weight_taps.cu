@@ -1,17 +1,20 @@
 // grad_weight of a strided 1D transposed convolution whose taps read
-// consecutive grad_output positions (dilation 1), for float16 and bfloat16 on
-// tensor cores:
+// consecutive grad_output positions (dilation 1), on tensor cores (float as
+// TF32, float16, bfloat16):
 //
 //   grad_weight[g*C + ci, j, t] = sum_{n, l} x[n, g*C + ci, l] * gy[n, g*M + j, l*s - p + t]
 //
 // a GEMM with rows ci, columns q = j*K + t (the weight's own memory order)
 // and reduction r = (n, l).  A (x) is contiguous along r; B is contiguous
 // along q: for one position (n, l) and channel j, the K taps read K
-// consecutive grad_output values.  Each stage holds BK = 64 positions: A as
-// BM shared rows of 128 bytes (ldmatrix), B as 64 rows of BN = 128 columns
-// (256 bytes, ldmatrix.trans gives mma's k-pairs).  Both are cp.async'd as they
+// consecutive grad_output values.  Each stage holds BK = 128 bytes of
+// positions (64 of a 16-bit type, 32 floats): A as BM shared rows of 128 bytes
+// (ldmatrix), B as BK rows of BN = 128 columns.  For the 16-bit types
+// ldmatrix.trans gives mma's k-pairs; TF32's B fragment is one value per
+// register, read with scalar loads.  Both operands are cp.async'd as they
 // lie, in vectors of VB bytes that the host has checked never cross a channel
-// or a row end (VB / 2 divides K, the stride, the padding and both rows).
+// or a row end (VB / sizeof(T) divides K, the stride, the padding and both
+// rows).
 //
 // The reduction over positions can be split across blocks (X2: 512 x 4096
 // outputs but 65536 positions): each split writes its float tile to
@@ -29,12 +32,16 @@ __device__ __forceinline__ void gw_cp_async(void* dst, const void* src, bool val
     }
 }
 
-// Byte offset of byte `b` of row `row` in shared rows of ROW bytes: the
-// 16-byte chunks are XOR-swizzled by row % 8, so the 8 rows one ldmatrix
-// phase reads (same logical chunk) fall in 8 distinct bank groups.
-template <int ROW>
+// Byte offset of byte `b` of row `row` in shared rows of ROW bytes: the low
+// three bits of the 16-byte chunk index are XOR-ed with row % 8, so the 8
+// rows one ldmatrix phase reads (same logical chunk) fall in 8 distinct bank
+// groups.  TF32's B reads (rows k0 + lane % 4, columns n0 + lane / 4) need
+// 2 * (row % 4) instead: then their 4 rows x 2 chunks are 8 bank groups.
+template <int ROW, bool SCALAR_B = false>
 __device__ __forceinline__ int gw_offset(int row, int b) {
-    return row * ROW + ((((b >> 4) ^ row) & 7) | ((b >> 4) & ~7)) * 16 + (b & 15);
+    const int chunk = b >> 4;
+    const int key = SCALAR_B ? (row & 3) << 1 : row & 7;
+    return row * ROW + (((chunk ^ key) & 7) | (chunk & ~7)) * 16 + (b & 15);
 }
 
 template <typename T, typename Index, int BM, int WARPS_M, int WARPS_N, int STAGES, int VB>
@@ -48,11 +55,12 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
     int out_channels,  // M per group
     int in_w, int out_w, int kernel, int stride, int padding,
     int chunks_per_split, int m_tiles, int col_tiles, int splits) {
-    static_assert(sizeof(T) == 2, "16-bit types only");
-    constexpr int BN = 128, BK = 64;                 // columns per block, positions per stage
-    constexpr int A_ROW = BK * 2, B_ROW = BN * 2;  // bytes
+    constexpr bool TF32 = sizeof(T) == 4;
+    constexpr int BN = 128, BK = 128 / sizeof(T);                  // columns per block, positions per stage
+    constexpr int A_ROW = BK * sizeof(T), B_ROW = BN * sizeof(T);  // bytes
+    constexpr int KSTEP = TF32 ? 8 : 16;
     constexpr int THREADS = 32 * WARPS_M * WARPS_N;
-    constexpr int VE = VB / 2;
+    constexpr int VE = VB / sizeof(T);
     constexpr int A_PER_ROW = A_ROW / VB, B_PER_ROW = B_ROW / VB;
     constexpr int A_ROWS_PER_PASS = THREADS / A_PER_ROW, B_ROWS_PER_PASS = THREADS / B_PER_ROW;
     constexpr int A_LOADS = BM / A_ROWS_PER_PASS, B_LOADS = BK / B_ROWS_PER_PASS;
@@ -126,7 +134,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
             const int pos = l * stride - padding + b_t;
             const bool ok = q_ok && n < batch && pos >= 0 && pos < out_w;
             const T* src = grad_output + ((n * groups + group) * out_channels + b_j) * static_cast<Index>(out_w) + pos;
-            gw_cp_async<VB>(b_stage + gw_offset<B_ROW>(b_row0 + i * B_ROWS_PER_PASS, b_vec * VB), ok ? src : grad_output, ok);
+            gw_cp_async<VB>(b_stage + gw_offset<B_ROW, TF32>(b_row0 + i * B_ROWS_PER_PASS, b_vec * VB), ok ? src : grad_output, ok);
         }
         c_l += BK;
         if (c_l >= in_w) {
@@ -158,28 +166,43 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
         const unsigned char* a_stage = smem + (kt % STAGES) * STAGE_BYTES;
         const unsigned char* b_stage = a_stage + A_BYTES;
 #pragma unroll
-        for (int ks = 0; ks < BK / 16; ++ks) {
+        for (int ks = 0; ks < BK / KSTEP; ++ks) {
             unsigned af[MI][4], bf[NI][2];
 #pragma unroll
             for (int i = 0; i < MI; ++i) {
                 const int row = warp_m * WM + i * 16 + (lane & 15);
                 ldmatrix_x4(af[i], a_stage + gw_offset<A_ROW>(row, (2 * ks + (lane >> 4)) * 16));
-            }
 #pragma unroll
-            for (int jj = 0; jj < NI; jj += 2) {
-                const int row = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-                const int chunk = (warp_n * WN + jj * 8) / 8 + (lane >> 4);
-                unsigned r[4];
-                ldmatrix_x4_trans(r, b_stage + gw_offset<B_ROW>(row, chunk * 16));
-                bf[jj][0] = r[0];
-                bf[jj][1] = r[1];
-                bf[jj + 1][0] = r[2];
-                bf[jj + 1][1] = r[3];
+                for (int e = 0; e < 4; ++e) MmaOp<T>::round(af[i][e]);
+            }
+            if constexpr (TF32) {  // b0 = B[k0 + t][n0 + g], b1 = B[k0 + t + 4][n0 + g]
+#pragma unroll
+                for (int jj = 0; jj < NI; ++jj) {
+                    const int col_byte = (warp_n * WN + jj * 8 + lane / 4) * 4;
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int row = ks * 8 + lane % 4 + 4 * e;
+                        bf[jj][e] = *reinterpret_cast<const unsigned*>(b_stage + gw_offset<B_ROW, true>(row, col_byte));
+                        MmaOp<T>::round(bf[jj][e]);
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int jj = 0; jj < NI; jj += 2) {
+                    const int row = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                    const int chunk = (warp_n * WN + jj * 8) / 8 + (lane >> 4);
+                    unsigned r[4];
+                    ldmatrix_x4_trans(r, b_stage + gw_offset<B_ROW>(row, chunk * 16));
+                    bf[jj][0] = r[0];
+                    bf[jj][1] = r[1];
+                    bf[jj + 1][0] = r[2];
+                    bf[jj + 1][1] = r[3];
+                }
             }
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int jj = 0; jj < NI; ++jj) mma_16bit<T>(acc[i][jj], af[i], bf[jj]);
+                for (int jj = 0; jj < NI; ++jj) MmaOp<T>::mma(acc[i][jj], af[i], bf[jj]);
         }
     }
     cp_async_wait_group<0>();

@@ -87,6 +87,31 @@ __device__ __forceinline__ void mma_16bit<bfloat16_t>(float (&d)[4], const unsig
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// One mma.sync per type on 32 bytes of k (m16n8k8 TF32, m16n8k16 FP16/BF16),
+// and the rounding a raw float operand register needs first (TF32: to
+// nearest, not the hardware's truncation).
+template <typename T>
+struct MmaOp;
+template <>
+struct MmaOp<float> {  // TF32 m16n8k8: 32 bytes of k per step
+    static __device__ __forceinline__ void round(unsigned& r) { r = to_tf32(__uint_as_float(r)); }
+    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) { mma_tf32(d, a, b); }
+};
+template <>
+struct MmaOp<half_t> {  // FP16 m16n8k16: 32 bytes of k per step
+    static __device__ __forceinline__ void round(unsigned&) {}
+    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+        mma_16bit<half_t>(d, a, b);
+    }
+};
+template <>
+struct MmaOp<bfloat16_t> {
+    static __device__ __forceinline__ void round(unsigned&) {}
+    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+        mma_16bit<bfloat16_t>(d, a, b);
+    }
+};
+
 // Warp tiles of m16n8 fragments.  Fragment layouts (PTX ISA, mma.m16n8k8 /
 // m16n8k16; g = lane / 4, t = lane % 4):
 //   A (row-major 16 x K):  rows g and g + 8; k = t and t + 4 (tf32), or the
