@@ -440,11 +440,13 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
 
     Depthwise problems with up to 16 taps per input channel (multiplier x
     kernel) get grad_input and grad_weight from one pass of
-    depthwise_backward; others run grad_input as a GEMM (conv_gemm/conv_mma,
-    or conv_window for large stride-1 1D problems on tensor cores)
-    and grad_weight as a split-K GEMM (on tensor cores where the forward pass
-    uses them; grad_weight_window for large 1D float16/bfloat16 problems with
-    a power-of-two stride).  grad_bias is its own split reduction."""
+    depthwise_backward.  Large strided 1D problems with contiguous taps run
+    grad_input_taps and grad_weight_taps on tensor cores.  Others run
+    grad_input as a GEMM (conv_gemm/conv_mma, or conv_window for large
+    stride-1 1D problems on tensor cores) and grad_weight as a split-K GEMM
+    (on tensor cores where the forward pass uses them; grad_weight_window for
+    large 1D float16/bfloat16 problems with a power-of-two stride).
+    grad_bias is its own split reduction."""
     want_input, want_weight, want_bias = output_mask
     with grad_output.device:
         gy4 = _contiguous4(grad_output, geometry.output_shape4)

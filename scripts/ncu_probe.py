@@ -1,9 +1,9 @@
-"""Run the forward pass of chosen benchmark problems once each, for a profiler.
+"""Run the forward (or backward) pass of chosen benchmark problems, for a profiler.
 
-Usage (on a GPU machine): ``ncu [options] python scripts/ncu_probe.py X1:highest P2:tf32``.
-Each argument is PROBLEM:MODE with MODE one of bench.MODES; the kernels are
-compiled and run once untimed first, so a profiler filtering on launch count
-sees the second launch.
+Usage (on a GPU machine): ``ncu [options] python scripts/ncu_probe.py X1:highest P2:tf32 X2:float16:backward``.
+Each argument is PROBLEM:MODE or PROBLEM:MODE:backward with MODE one of
+bench.MODES; each pass runs twice, so a profiler filtering on launch count
+can skip the first (compiling) run.
 """
 
 import sys
@@ -16,7 +16,8 @@ from cupyconv import bench
 
 def main(specs):
     for spec in specs:
-        problem_id, mode = spec.split(":")
+        problem_id, mode, *rest = spec.split(":")
+        backward = rest == ["backward"]
         problem = bench.PROBLEMS[problem_id]
         dtype, precision = bench.MODES[mode]
         rng = cupy.random.default_rng(0)
@@ -24,8 +25,14 @@ def main(specs):
         w = rng.standard_normal((problem.in_channels, problem.out_channels // problem.groups) + problem.kernel, dtype=cupy.float32)
         w = w.astype(bench._cupy_dtype(dtype))
         fn = cupyconv.conv_transpose1d if problem.dims == 1 else cupyconv.conv_transpose2d
-        for _ in range(2):
-            fn(x, w, **problem.kwargs, precision=precision)
+        if backward:
+            gy = fn(x, w, **problem.kwargs, precision=precision)
+            fn = cupyconv.conv_transpose1d_backward if problem.dims == 1 else cupyconv.conv_transpose2d_backward
+            for _ in range(2):
+                fn(gy, x, w, **problem.kwargs, precision=precision)
+        else:
+            for _ in range(2):
+                fn(x, w, **problem.kwargs, precision=precision)
         cupy.cuda.get_current_stream().synchronize()
 
 
