@@ -24,20 +24,6 @@
 #include "common.cuh"
 #include "mma.cuh"
 
-template <int VB>
-__device__ __forceinline__ void cp_async_vector(void* dst, const void* src, bool valid) {
-    if constexpr (VB == 16) {
-        cp_async16(dst, src, valid);
-    } else {
-        cp_async_small<VB>(dst, src, valid);
-    }
-}
-
-// Byte offset of byte `b` (< 128) of shared row `row`: the 16-byte chunks of
-// a row are XOR-swizzled by row % 8, so the 8 rows one ldmatrix phase reads
-// (same logical chunk) fall in 8 distinct bank groups.
-__device__ __forceinline__ int taps_offset(int row, int b) { return row * 128 + ((((b >> 4) ^ row) & 7) << 4) + (b & 15); }
-
 // A column past the last one: its position plus any tap stays negative (the
 // host keeps kernels below 2**30 taps).
 constexpr int OUTSIDE = -(1 << 30);
@@ -116,7 +102,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
         for (int i = 0; i < A_LOADS; ++i) {
             const bool ok = k_ok && i * ROWS_PER_PASS < a_rows;
             const T* src = a_src + static_cast<Index>(i * ROWS_PER_PASS) * reduction + k;
-            cp_async_vector<VB>(a_stage + taps_offset(row0 + i * ROWS_PER_PASS, vec * VB), ok ? src : weight, ok);
+            cp_async_vector<VB>(a_stage + swizzled_offset<ROW>(row0 + i * ROWS_PER_PASS, vec * VB), ok ? src : weight, ok);
         }
         const bool j_ok = j < out_channels;
         const Index channel = static_cast<Index>(j) * out_w + t;
@@ -125,7 +111,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
             const int row = row0 + i * ROWS_PER_PASS;
             const int pos = col_pos[row] + t;
             const bool ok = j_ok && pos >= 0 && pos < out_w;
-            cp_async_vector<VB>(b_stage + taps_offset(row, vec * VB), ok ? grad_output + col_base[row] + channel : grad_output, ok);
+            cp_async_vector<VB>(b_stage + swizzled_offset<ROW>(row, vec * VB), ok ? grad_output + col_base[row] + channel : grad_output, ok);
         }
         k += KC;
         j += step_j;
@@ -164,7 +150,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
 #pragma unroll
             for (int i = 0; i < MI; ++i) {
                 const int row = warp_m * WM + i * 16 + (lane & 15);
-                ldmatrix_x4(af[i], a_stage + taps_offset(row, (2 * ks + (lane >> 4)) * 16));
+                ldmatrix_x4(af[i], a_stage + swizzled_offset<ROW>(row, (2 * ks + (lane >> 4)) * 16));
 #pragma unroll
                 for (int e = 0; e < 4; ++e) MmaOp<T>::round(af[i][e]);
             }
@@ -172,7 +158,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
             for (int jj = 0; jj < NI; jj += 2) {
                 const int row = warp_n * WN + jj * 8 + (lane & 7) + ((lane >> 4) << 3);
                 unsigned r[4];
-                ldmatrix_x4(r, b_stage + taps_offset(row, (2 * ks + ((lane >> 3) & 1)) * 16));
+                ldmatrix_x4(r, b_stage + swizzled_offset<ROW>(row, (2 * ks + ((lane >> 3) & 1)) * 16));
                 bf[jj][0] = r[0];
                 bf[jj][1] = r[1];
                 bf[jj + 1][0] = r[2];

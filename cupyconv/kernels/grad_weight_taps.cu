@@ -23,27 +23,6 @@
 #include "common.cuh"
 #include "mma.cuh"
 
-template <int VB>
-__device__ __forceinline__ void gw_cp_async(void* dst, const void* src, bool valid) {
-    if constexpr (VB == 16) {
-        cp_async16(dst, src, valid);
-    } else {
-        cp_async_small<VB>(dst, src, valid);
-    }
-}
-
-// Byte offset of byte `b` of row `row` in shared rows of ROW bytes: the low
-// three bits of the 16-byte chunk index are XOR-ed with row % 8, so the 8
-// rows one ldmatrix phase reads (same logical chunk) fall in 8 distinct bank
-// groups.  TF32's B reads (rows k0 + lane % 4, columns n0 + lane / 4) need
-// 2 * (row % 4) instead: then their 4 rows x 2 chunks are 8 bank groups.
-template <int ROW, bool SCALAR_B = false>
-__device__ __forceinline__ int gw_offset(int row, int b) {
-    const int chunk = b >> 4;
-    const int key = SCALAR_B ? (row & 3) << 1 : row & 7;
-    return row * ROW + (((chunk ^ key) & 7) | (chunk & ~7)) * 16 + (b & 15);
-}
-
 template <typename T, typename Index, int BM, int WARPS_M, int WARPS_N, int STAGES, int VB>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
     const T* __restrict__ input,        // x: (batch, groups * in_channels, in_w)
@@ -122,7 +101,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
             for (int i = 0; i < A_LOADS; ++i) {
                 const bool ok = n_ok && ci0 + i * A_ROWS_PER_PASS < in_channels;
                 const T* src = input + base + static_cast<Index>(i * A_ROWS_PER_PASS) * in_w;
-                gw_cp_async<VB>(a_stage + gw_offset<A_ROW>(a_row0 + i * A_ROWS_PER_PASS, a_vec * VB), ok ? src : input, ok);
+                cp_async_vector<VB>(a_stage + swizzled_offset<A_ROW>(a_row0 + i * A_ROWS_PER_PASS, a_vec * VB), ok ? src : input, ok);
             }
         }
 #pragma unroll
@@ -134,7 +113,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
             const int pos = l * stride - padding + b_t;
             const bool ok = q_ok && n < batch && pos >= 0 && pos < out_w;
             const T* src = grad_output + ((n * groups + group) * out_channels + b_j) * static_cast<Index>(out_w) + pos;
-            gw_cp_async<VB>(b_stage + gw_offset<B_ROW, TF32>(b_row0 + i * B_ROWS_PER_PASS, b_vec * VB), ok ? src : grad_output, ok);
+            cp_async_vector<VB>(b_stage + swizzled_offset<B_ROW, TF32>(b_row0 + i * B_ROWS_PER_PASS, b_vec * VB), ok ? src : grad_output, ok);
         }
         c_l += BK;
         if (c_l >= in_w) {
@@ -171,7 +150,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
 #pragma unroll
             for (int i = 0; i < MI; ++i) {
                 const int row = warp_m * WM + i * 16 + (lane & 15);
-                ldmatrix_x4(af[i], a_stage + gw_offset<A_ROW>(row, (2 * ks + (lane >> 4)) * 16));
+                ldmatrix_x4(af[i], a_stage + swizzled_offset<A_ROW>(row, (2 * ks + (lane >> 4)) * 16));
 #pragma unroll
                 for (int e = 0; e < 4; ++e) MmaOp<T>::round(af[i][e]);
             }
@@ -182,7 +161,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         const int row = ks * 8 + lane % 4 + 4 * e;
-                        bf[jj][e] = *reinterpret_cast<const unsigned*>(b_stage + gw_offset<B_ROW, true>(row, col_byte));
+                        bf[jj][e] = *reinterpret_cast<const unsigned*>(b_stage + swizzled_offset<B_ROW, true>(row, col_byte));
                         MmaOp<T>::round(bf[jj][e]);
                     }
                 }
@@ -192,7 +171,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
                     const int row = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
                     const int chunk = (warp_n * WN + jj * 8) / 8 + (lane >> 4);
                     unsigned r[4];
-                    ldmatrix_x4_trans(r, b_stage + gw_offset<B_ROW>(row, chunk * 16));
+                    ldmatrix_x4_trans(r, b_stage + swizzled_offset<B_ROW>(row, chunk * 16));
                     bf[jj][0] = r[0];
                     bf[jj][1] = r[1];
                     bf[jj + 1][0] = r[2];

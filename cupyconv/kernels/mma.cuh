@@ -42,6 +42,32 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
                  : "r"(shared_address(p)));
 }
 
+// VB bytes global -> shared: 16 through L2 only (.cg), 8 through L1 (.ca).
+template <int VB>
+__device__ __forceinline__ void cp_async_vector(void* dst, const void* src, bool valid) {
+    if constexpr (VB == 16) {
+        cp_async16(dst, src, valid);
+    } else {
+        cp_async_small<VB>(dst, src, valid);
+    }
+}
+// Byte offset of byte `b` of row `row` in shared rows of ROW bytes: the low
+// three bits of the 16-byte chunk index are XOR-ed with row % 8, so the 8
+// rows one ldmatrix phase reads (same logical chunk) fall in 8 distinct bank
+// groups.  Scalar TF32 B reads of a [k][n] tile (rows k0 + lane % 4, columns
+// n0 + lane / 4) need 2 * (row % 4) instead (SCALAR_B): then their 4 rows x 2
+// chunks are 8 bank groups.
+template <int ROW, bool SCALAR_B = false>
+__device__ __forceinline__ int swizzled_offset(int row, int b) {
+    const int chunk = b >> 4;
+    const int key = SCALAR_B ? (row & 3) << 1 : row & 7;
+    if constexpr (ROW == 128) {  // 8 chunks: no high chunk bits to keep
+        return row * ROW + (((chunk ^ key) & 7) << 4) + (b & 15);
+    } else {
+        return row * ROW + (((chunk ^ key) & 7) | (chunk & ~7)) * 16 + (b & 15);
+    }
+}
+
 // Tensor-core operand registers from float values (which hold exact T values).
 __device__ __forceinline__ unsigned to_tf32(float v) {
     unsigned r;
