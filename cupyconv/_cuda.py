@@ -285,81 +285,85 @@ def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, ind
     return True
 
 
-# grad_input_taps splits a reduction into pieces of at least this many
-# 128-byte stages, and only while the blocks fit on the GPU at once (two per
-# multiprocessor: its launch bounds and shared memory).
+# grad_input_taps and grad_weight_taps split a reduction into pieces of at
+# least this many 128-byte stages, and only while the blocks fit on the GPU at
+# once (two per multiprocessor: their launch bounds and shared memory).
 GRAD_INPUT_TAPS_MIN_CHUNKS = 16
 GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR = 2
 
 
-def _taps_splits(independent: int, chunks: int, multiprocessors: int) -> Tuple[int, int]:
-    """(splits, stages per split) for grad_input_taps and grad_weight_taps."""
-    capacity = GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR * multiprocessors
-    splits = max(1, min(capacity // independent, chunks // GRAD_INPUT_TAPS_MIN_CHUNKS))
-    per_split = -(-chunks // splits)
-    return -(-chunks // per_split), per_split
-
-
 @functools.lru_cache(maxsize=1024)
-def _grad_input_taps_plan(geometry: Geometry, dtype: str, index: str, vector: int, multiprocessors: int, tile):
-    """(grad_input_taps launch, workspace shape, sum_splits launch); the last
-    two are None where the reduction is not split (the kernel then writes
-    grad_input itself)."""
+def _taps_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, vector: int, multiprocessors: int, tile):
+    """(grad_input_taps or grad_weight_taps launch, workspace shape,
+    sum_splits launch); the last two are None where the reduction is not
+    split (the kernel then writes the gradient itself).  The reduction is
+    split where the GEMM has fewer blocks than fit on the GPU at once, into
+    pieces of at least GRAD_INPUT_TAPS_MIN_CHUNKS stages."""
     rows, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
     batch, _, _, in_w = geometry.input_shape4
     out_w = geometry.output_shape4[3]
     kernel = geometry.kernel[1]
+    if pass_name == "grad_input":  # columns (n, l), reduction (j, t)
+        columns, reduction, out_shape4 = batch * in_w, out_channels * kernel, geometry.input_shape4
+        name, shared = _kernels.grad_input_taps_name(dtype, index, tile, vector), tile.shared
+    else:  # columns (j, t), reduction (n, l)
+        columns, reduction, out_shape4 = out_channels * kernel, batch * in_w, geometry.weight_shape4
+        name, shared = _kernels.grad_weight_taps_name(dtype, index, tile, vector), _kernels.grad_weight_taps_shared(tile)
     m_tiles = -(-rows // tile.bm)
-    col_tiles = -(-(batch * in_w) // tile.bn)
-    chunks = -(-(out_channels * kernel) // (128 // _kernels.ITEMSIZE[dtype]))
+    col_tiles = -(-columns // tile.bn)
+    chunks = -(-(reduction * _kernels.ITEMSIZE[dtype]) // 128)  # 128-byte stages
     independent = m_tiles * col_tiles * geometry.groups
-    splits, per_split = _taps_splits(independent, chunks, multiprocessors)
+    capacity = GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR * multiprocessors
+    splits = max(1, min(capacity // independent, chunks // GRAD_INPUT_TAPS_MIN_CHUNKS))
+    per_split = -(-chunks // splits)
+    splits = -(-chunks // per_split)
     scalars = (
         _i32(batch), _i32(geometry.groups), _i32(rows), _i32(out_channels), _i32(in_w), _i32(out_w), _i32(kernel),
         _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(per_split), _i32(m_tiles), _i32(col_tiles), _i32(splits),
     )  # fmt: skip
-    name = _kernels.grad_input_taps_name(dtype, index, tile, vector)
-    partial = _Launch("grad_input_taps.cu", name, _blocks_for(independent * splits), tile.threads, scalars, tile.shared)
+    partial = _Launch(f"{pass_name}_taps.cu", name, _blocks_for(independent * splits), tile.threads, scalars, shared)
     if splits == 1:
         return partial, None, None
-    count = math.prod(geometry.input_shape4)
-    return partial, (splits,) + geometry.input_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
+    return partial, (splits,) + out_shape4, _sum_splits_plan(dtype, math.prod(out_shape4), splits, multiprocessors)
 
 
-def _run_taps(plan_for, inputs: tuple, sizes: tuple, out) -> None:
-    """A grad_input_taps or grad_weight_taps launch: plan_for(index) gives
-    (launch, workspace shape, sum_splits launch), the last two None where the
-    kernel writes `out` itself; the index type covers `sizes` and the
-    workspace."""
-    partial, workspace_shape, finish = plan_for("int")
-    index = _kernels.index_type(*sizes, math.prod(workspace_shape or (0,)))
-    if index != "int":
-        partial, workspace_shape, finish = plan_for(index)
-    if finish is None:
-        _launch(partial, inputs + (out, None))
-    else:
-        workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
-        _launch(partial, inputs + (None, workspace))
-        _launch(finish, (workspace, out))
-
-
-def _grad_input_taps(gy4, weight, grad4, geometry: Geometry, dtype: str) -> bool:
-    """Runs grad_input with grad_input_taps if it applies; False if not."""
-    vector = _kernels.grad_input_taps_vector(geometry, dtype)
-    if vector is None or gy4.size < WINDOW_MIN_OUTPUT or gy4.data.ptr % vector or weight.data.ptr % vector:
+def _taps(pass_name: str, inputs: tuple, out, gy4, geometry: Geometry, dtype: str) -> bool:
+    """Runs grad_input (inputs grad_output, weight) or grad_weight (inputs x,
+    grad_output) with its taps kernel if it applies; False if not.  The
+    partials of a split reduction go to a float64 workspace that sum_splits
+    adds, in split order, into `out`."""
+    vector_for, tiles = {
+        "grad_input": (_kernels.grad_input_taps_vector, _kernels.GRAD_INPUT_TAPS_TILES),
+        "grad_weight": (_kernels.grad_weight_taps_vector, _kernels.GRAD_WEIGHT_TAPS_TILES),
+    }[pass_name]
+    vector = vector_for(geometry, dtype)
+    if vector is None or gy4.size < WINDOW_MIN_OUTPUT or any(a.data.ptr % vector for a in inputs):
         return False
     multiprocessors = _multiprocessors()
 
     def launch(tile):
-        _run_taps(
-            lambda index: _grad_input_taps_plan(geometry, dtype, index, vector, multiprocessors, tile),
-            (gy4, weight), (gy4.size, weight.size, grad4.size), grad4,
-        )  # fmt: skip
+        partial, workspace_shape, finish = _taps_plan(geometry, pass_name, dtype, "int", vector, multiprocessors, tile)
+        index = _kernels.index_type(*(a.size for a in inputs), out.size, math.prod(workspace_shape or (0,)))
+        if index != "int":
+            partial, workspace_shape, finish = _taps_plan(geometry, pass_name, dtype, index, vector, multiprocessors, tile)
+        if finish is None:
+            _launch(partial, inputs + (out, None))
+        else:
+            workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
+            _launch(partial, inputs + (None, workspace))
+            _launch(finish, (workspace, out))
 
-    heuristic = _kernels.pick_tile(_kernels.GRAD_INPUT_TAPS_TILES, geometry.in_channels_per_group)
-    candidates = _kernels.GRAD_INPUT_TAPS_TILES if _autotune.enabled() else ()
-    launch(_pick("grad_input_taps", (dtype, vector, geometry), candidates, heuristic, launch))
+    heuristic = _kernels.pick_tile(tiles, geometry.in_channels_per_group)
+    launch(_pick(f"{pass_name}_taps", (dtype, vector, geometry), tiles if _autotune.enabled() else (), heuristic, launch))
     return True
+
+
+def _grad_input_taps(gy4, weight, grad4, geometry: Geometry, dtype: str) -> bool:
+    return _taps("grad_input", (gy4, weight), grad4, gy4, geometry, dtype)
+
+
+def _grad_weight_taps(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
+    return _taps("grad_weight", (x4, gy4), grad, gy4, geometry, dtype)
 
 
 def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
@@ -635,55 +639,6 @@ def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
         t for t in _kernels.GRAD_WEIGHT_WINDOW_TILES if _grad_weight_window_plan(geometry, dtype, "int", multiprocessors, t, max_shared)
     )
     launch(_pick("grad_weight_window", (dtype, geometry), fitting, heuristic, launch))
-    return True
-
-
-@functools.lru_cache(maxsize=1024)
-def _grad_weight_taps_plan(geometry: Geometry, dtype: str, index: str, vector: int, multiprocessors: int, tile):
-    """(grad_weight_taps launch, workspace shape, sum_splits launch); the last
-    two are None where the reduction is not split."""
-    rows, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
-    batch, _, _, in_w = geometry.input_shape4
-    out_w = geometry.output_shape4[3]
-    kernel = geometry.kernel[1]
-    m_tiles = -(-rows // tile.bm)
-    col_tiles = -(-(out_channels * kernel) // tile.bn)
-    chunks = -(-(batch * in_w) // _kernels.grad_weight_taps_stage(dtype))
-    independent = m_tiles * col_tiles * geometry.groups
-    splits, per_split = _taps_splits(independent, chunks, multiprocessors)
-    if per_split > _kernels.INT32_LIMIT:
-        return None
-    scalars = (
-        _i32(batch), _i32(geometry.groups), _i32(rows), _i32(out_channels), _i32(in_w), _i32(out_w), _i32(kernel),
-        _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(per_split), _i32(m_tiles), _i32(col_tiles), _i32(splits),
-    )  # fmt: skip
-    name = _kernels.grad_weight_taps_name(dtype, index, tile, vector)
-    shared = _kernels.grad_weight_taps_shared(tile)
-    partial = _Launch("grad_weight_taps.cu", name, _blocks_for(independent * splits), tile.threads, scalars, shared)
-    if splits == 1:
-        return partial, None, None
-    count = math.prod(geometry.weight_shape4)
-    return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
-
-
-def _grad_weight_taps(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
-    """Runs grad_weight with grad_weight_taps if it applies; False if not."""
-    vector = _kernels.grad_weight_taps_vector(geometry, dtype)
-    if vector is None or gy4.size < WINDOW_MIN_OUTPUT or gy4.data.ptr % vector or x4.data.ptr % vector:
-        return False
-    multiprocessors = _multiprocessors()
-    if _grad_weight_taps_plan(geometry, dtype, "int", vector, multiprocessors, _kernels.GRAD_WEIGHT_TAPS_TILES[0]) is None:
-        return False
-
-    def launch(tile):
-        _run_taps(
-            lambda index: _grad_weight_taps_plan(geometry, dtype, index, vector, multiprocessors, tile),
-            (x4, gy4), (x4.size, gy4.size, grad.size), grad,
-        )  # fmt: skip
-
-    heuristic = _kernels.pick_tile(_kernels.GRAD_WEIGHT_TAPS_TILES, geometry.in_channels_per_group)
-    candidates = _kernels.GRAD_WEIGHT_TAPS_TILES if _autotune.enabled() else ()
-    launch(_pick("grad_weight_taps", (dtype, vector, geometry), candidates, heuristic, launch))
     return True
 
 

@@ -341,6 +341,20 @@ def test_grad_weight_window_is_bitwise_deterministic(case, dtype, monkeypatch):
     assert ran
 
 
+@contextlib.contextmanager
+def _taps_min_chunks(monkeypatch, min_chunks):
+    """The taps kernels' reductions split into pieces of at least min_chunks
+    stages (their cached plans re-made on entry and exit)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "GRAD_INPUT_TAPS_MIN_CHUNKS", min_chunks)
+    _cuda._taps_plan.cache_clear()
+    try:
+        yield
+    finally:
+        _cuda._taps_plan.cache_clear()
+
+
 def _spy_grad_input_taps(monkeypatch):
     """The calls grad_input_taps served."""
     return _spy(monkeypatch, "_grad_input_taps", lambda args: args[3])  # the geometry
@@ -369,16 +383,10 @@ def test_every_grad_input_taps_tile(case, mode, tile, monkeypatch):
 @pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_k64_s16", "gi_unbatched")], ids=str)
 def test_grad_input_taps_split_and_64_bit_index(case, min_chunks, monkeypatch):
     """Splits of one stage each (every block a partial), or none, with 64-bit indices."""
-    from cupyconv import _cuda
-
     ran = _spy_grad_input_taps(monkeypatch)
-    monkeypatch.setattr(_cuda, "GRAD_INPUT_TAPS_MIN_CHUNKS", min_chunks)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    _cuda._grad_input_taps_plan.cache_clear()
-    try:
+    with _taps_min_chunks(monkeypatch, min_chunks):
         test_backward(case, ("bfloat16", "highest"))
-    finally:
-        _cuda._grad_input_taps_plan.cache_clear()
     assert ran
 
 
@@ -417,31 +425,19 @@ def test_every_grad_weight_taps_tile(case, mode, tile, monkeypatch):
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_long", "gwt_unbatched")], ids=str)
 def test_grad_weight_taps_split_and_64_bit_index(case, min_chunks, monkeypatch):
     """Splits of one stage each (every block a partial), or none, with 64-bit indices."""
-    from cupyconv import _cuda
-
     ran = _spy_grad_weight_taps(monkeypatch)
-    monkeypatch.setattr(_cuda, "GRAD_INPUT_TAPS_MIN_CHUNKS", min_chunks)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    _cuda._grad_weight_taps_plan.cache_clear()
-    try:
+    with _taps_min_chunks(monkeypatch, min_chunks):
         test_backward(case, ("float16", "highest"))
-    finally:
-        _cuda._grad_weight_taps_plan.cache_clear()
     assert ran
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_long", "gwt_g2_op4")], ids=str)
 def test_grad_weight_taps_is_bitwise_deterministic(case, dtype, monkeypatch):
-    from cupyconv import _cuda
-
     ran = _spy_grad_weight_taps(monkeypatch)
-    monkeypatch.setattr(_cuda, "GRAD_INPUT_TAPS_MIN_CHUNKS", 1)  # split, so that sum_splits's order is under test
-    _cuda._grad_weight_taps_plan.cache_clear()
-    try:
+    with _taps_min_chunks(monkeypatch, 1):  # split, so that sum_splits's order is under test
         test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
-    finally:
-        _cuda._grad_weight_taps_plan.cache_clear()
     assert ran
 
 

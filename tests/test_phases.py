@@ -55,6 +55,17 @@ def interpret(source4, weight, out_shape4, flat, phases_h, phases_w, groups, red
     return out, writes
 
 
+def _torch_grads(x, w, gy, geometry):
+    """(grad_input, grad_weight) of conv_transpose on the CPU in float64, in
+    the geometry's 4D shapes: the oracle the interpreters are held to."""
+    xt = torch.tensor(x.reshape(geometry.input_shape4), requires_grad=True)
+    wt = torch.tensor(w.reshape(geometry.weight_shape4), requires_grad=True)
+    k = geometry
+    y = F.conv_transpose2d(xt, wt, stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation)
+    y.backward(torch.from_numpy(gy))
+    return xt.grad.numpy(), wt.grad.numpy()
+
+
 def _geometry_of(case):
     lead = () if case.batch is None else (case.batch,)
     geometry = _geometry.make_geometry(
@@ -104,13 +115,8 @@ def test_grad_input_table_computes_the_correlation(case, packed):
         geometry.out_channels_per_group, geometry.in_channels_per_group,
         strides, geometry.kernel[1],
     )  # fmt: skip
-    xt = torch.tensor(x.reshape(geometry.input_shape4), requires_grad=True)
-    w4 = torch.from_numpy(w.reshape(geometry.weight_shape4))
-    k = geometry
-    y = F.conv_transpose2d(xt, w4, stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation)
-    y.backward(torch.from_numpy(gy))
     assert (writes == 1).all()
-    numpy.testing.assert_allclose(out, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(out, _torch_grads(x, w, gy, geometry)[0], rtol=1e-12, atol=1e-12)
 
 
 def test_each_tap_reaches_exactly_one_phase():
@@ -286,15 +292,8 @@ def test_window_grad_input_computes_the_correlation(case, dtype, tile):
         gy, packed, geometry.input_shape4, flat, fold, geometry.groups,
         geometry.out_channels_per_group, geometry.in_channels_per_group, tile, dtype,
     )  # fmt: skip
-    xt = torch.tensor(x.reshape(geometry.input_shape4), requires_grad=True)
-    k = geometry
-    y = F.conv_transpose2d(
-        xt, torch.from_numpy(w.reshape(geometry.weight_shape4)),
-        stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation,
-    )  # fmt: skip
-    y.backward(torch.from_numpy(gy))
     assert (writes == 1).all()
-    numpy.testing.assert_allclose(out, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(out, _torch_grads(x, w, gy, geometry)[0], rtol=1e-12, atol=1e-12)
 
 
 def test_window_folds_the_phases_it_can():
@@ -401,14 +400,7 @@ def test_grad_weight_window_computes_grad_weight(case, per_split, tile):
     gy = rng.standard_normal(geometry.output_shape4)
     x4 = x.reshape(geometry.input_shape4)
     got = interpret_grad_weight_window(x4, gy, geometry, tile, "float16", per_split)
-    wt = torch.tensor(w.reshape(geometry.weight_shape4), requires_grad=True)
-    k = geometry
-    y = F.conv_transpose2d(
-        torch.from_numpy(x4), wt,
-        stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation,
-    )  # fmt: skip
-    y.backward(torch.from_numpy(gy))
-    numpy.testing.assert_allclose(got, wt.grad.numpy().reshape(got.shape), rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(got, _torch_grads(x, w, gy, geometry)[1].reshape(got.shape), rtol=1e-12, atol=1e-12)
 
 
 def test_grad_weight_window_applies_where_documented():
@@ -510,14 +502,7 @@ def test_grad_input_taps_computes_grad_input(case, per_split, dtype):
     gy = rng.standard_normal(geometry.output_shape4)
     tile = _kernels.pick_tile(_kernels.GRAD_INPUT_TAPS_TILES, geometry.in_channels_per_group)
     got = interpret_grad_input_taps(gy, w, geometry, tile, dtype, vector, per_split)
-    xt = torch.tensor(x.reshape(geometry.input_shape4), requires_grad=True)
-    k = geometry
-    y = F.conv_transpose2d(
-        xt, torch.from_numpy(w.reshape(geometry.weight_shape4)),
-        stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation,
-    )  # fmt: skip
-    y.backward(torch.from_numpy(gy))
-    numpy.testing.assert_allclose(got, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(got, _torch_grads(x, w, gy, geometry)[0], rtol=1e-12, atol=1e-12)
 
 
 def test_grad_input_taps_applies_where_documented():
@@ -618,14 +603,7 @@ def test_grad_weight_taps_computes_grad_weight(case, per_split, tile, dtype):
     gy = rng.standard_normal(geometry.output_shape4)
     x4 = x.reshape(geometry.input_shape4)
     got = interpret_grad_weight_taps(x4, gy, geometry, tile, dtype, vector, per_split)
-    wt = torch.tensor(w.reshape(geometry.weight_shape4), requires_grad=True)
-    k = geometry
-    y = F.conv_transpose2d(
-        torch.from_numpy(x4), wt,
-        stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation,
-    )  # fmt: skip
-    y.backward(torch.from_numpy(gy))
-    numpy.testing.assert_allclose(got, wt.grad.numpy().reshape(got.shape), rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(got, _torch_grads(x, w, gy, geometry)[1].reshape(got.shape), rtol=1e-12, atol=1e-12)
 
 
 def test_grad_weight_taps_applies_where_documented():

@@ -132,28 +132,13 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][jj][e] = 0.0f;
 
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < chunk_count) load(s);
-        cp_async_commit();
-    }
-    for (int kt = 0; kt < chunk_count; ++kt) {
-        cp_async_wait_group<STAGES - 2>();
-        __syncthreads();  // stage kt has landed for every thread; stage kt - 1 is free
-        if (kt + STAGES - 1 < chunk_count) load((kt + STAGES - 1) % STAGES);
-        cp_async_commit();
-        const unsigned char* a_stage = smem + (kt % STAGES) * STAGE_BYTES;
+    cp_async_pipeline<STAGES>(chunk_count, load, [&](int stage) {
+        const unsigned char* a_stage = smem + stage * STAGE_BYTES;
         const unsigned char* b_stage = a_stage + BM * ROW;
 #pragma unroll
         for (int ks = 0; ks < ROW / 32; ++ks) {
             unsigned af[MI][4], bf[NI][2];
-#pragma unroll
-            for (int i = 0; i < MI; ++i) {
-                const int row = warp_m * WM + i * 16 + (lane & 15);
-                ldmatrix_x4(af[i], a_stage + swizzled_offset<ROW>(row, (2 * ks + (lane >> 4)) * 16));
-#pragma unroll
-                for (int e = 0; e < 4; ++e) MmaOp<T>::round(af[i][e]);
-            }
+            load_a_fragments<T, ROW>(af, a_stage, warp_m * WM, ks, lane);
 #pragma unroll
             for (int jj = 0; jj < NI; jj += 2) {
                 const int row = warp_n * WN + jj * 8 + (lane & 7) + ((lane >> 4) << 3);
@@ -174,8 +159,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
 #pragma unroll
                 for (int jj = 0; jj < NI; ++jj) MmaOp<T>::mma(acc[i][jj], af[i], bf[jj]);
         }
-    }
-    cp_async_wait_group<0>();
+    });
 
     // Epilogue: accumulator (i, jj, e) is row g + 8*(e/2) of fragment i and
     // column 2*(lane%4) + e%2 of fragment jj.

@@ -132,28 +132,13 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][jj][e] = 0.0f;
 
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < chunk_count) load(s);
-        cp_async_commit();
-    }
-    for (int kt = 0; kt < chunk_count; ++kt) {
-        cp_async_wait_group<STAGES - 2>();
-        __syncthreads();  // stage kt has landed for every thread; stage kt - 1 is free
-        if (kt + STAGES - 1 < chunk_count) load((kt + STAGES - 1) % STAGES);
-        cp_async_commit();
-        const unsigned char* a_stage = smem + (kt % STAGES) * STAGE_BYTES;
+    cp_async_pipeline<STAGES>(chunk_count, load, [&](int stage) {
+        const unsigned char* a_stage = smem + stage * STAGE_BYTES;
         const unsigned char* b_stage = a_stage + A_BYTES;
 #pragma unroll
         for (int ks = 0; ks < BK / KSTEP; ++ks) {
             unsigned af[MI][4], bf[NI][2];
-#pragma unroll
-            for (int i = 0; i < MI; ++i) {
-                const int row = warp_m * WM + i * 16 + (lane & 15);
-                ldmatrix_x4(af[i], a_stage + swizzled_offset<A_ROW>(row, (2 * ks + (lane >> 4)) * 16));
-#pragma unroll
-                for (int e = 0; e < 4; ++e) MmaOp<T>::round(af[i][e]);
-            }
+            load_a_fragments<T, A_ROW>(af, a_stage, warp_m * WM, ks, lane);
             if constexpr (TF32) {  // b0 = B[k0 + t][n0 + g], b1 = B[k0 + t + 4][n0 + g]
 #pragma unroll
                 for (int jj = 0; jj < NI; ++jj) {
@@ -183,8 +168,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
 #pragma unroll
                 for (int jj = 0; jj < NI; ++jj) MmaOp<T>::mma(acc[i][jj], af[i], bf[jj]);
         }
-    }
-    cp_async_wait_group<0>();
+    });
 
     // Epilogue: accumulator (i, jj, e) is row g + 8*(e/2) of fragment i and
     // column 2*(lane%4) + e%2 of fragment jj; grad_weight's rows are (ci, q).

@@ -117,26 +117,52 @@ __device__ __forceinline__ void mma_16bit<bfloat16_t>(float (&d)[4], const unsig
 // and the rounding a raw float operand register needs first (TF32: to
 // nearest, not the hardware's truncation).
 template <typename T>
-struct MmaOp;
+struct MmaOp {  // FP16/BF16 m16n8k16: 32 bytes of k per step; registers hold the values as they are
+    static __device__ __forceinline__ void round(unsigned&) {}
+    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) { mma_16bit<T>(d, a, b); }
+};
 template <>
 struct MmaOp<float> {  // TF32 m16n8k8: 32 bytes of k per step
     static __device__ __forceinline__ void round(unsigned& r) { r = to_tf32(__uint_as_float(r)); }
     static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) { mma_tf32(d, a, b); }
 };
-template <>
-struct MmaOp<half_t> {  // FP16 m16n8k16: 32 bytes of k per step
-    static __device__ __forceinline__ void round(unsigned&) {}
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        mma_16bit<half_t>(d, a, b);
+
+// A multi-stage cp.async pipeline over `count` stages of a reduction:
+// load(stage) issues the copies of the next stage into buffer `stage` (calls
+// come in reduction order), compute(stage) consumes buffer `stage`.  Each
+// iteration waits for its own stage, syncs (which also frees the buffer the
+// previous iteration read), and only then refills that buffer.
+template <int STAGES, typename Load, typename Compute>
+__device__ __forceinline__ void cp_async_pipeline(int count, Load&& load, Compute&& compute) {
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < count) load(s);
+        cp_async_commit();
     }
-};
-template <>
-struct MmaOp<bfloat16_t> {
-    static __device__ __forceinline__ void round(unsigned&) {}
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        mma_16bit<bfloat16_t>(d, a, b);
+    for (int kt = 0; kt < count; ++kt) {
+        cp_async_wait_group<STAGES - 2>();
+        __syncthreads();
+        if (kt + STAGES - 1 < count) load((kt + STAGES - 1) % STAGES);
+        cp_async_commit();
+        compute(kt % STAGES);
     }
-};
+    cp_async_wait_group<0>();
+}
+
+// A fragments of MI m16 row blocks from `rows`, ROW-byte shared rows holding
+// k contiguous (swizzled_offset), for k-step `ks` (32 bytes): one ldmatrix.x4
+// each, rounded as MmaOp<T> needs.
+template <typename T, int ROW, int MI>
+__device__ __forceinline__ void load_a_fragments(unsigned (&af)[MI][4], const unsigned char* rows, int first_row, int ks,
+                                                 int lane) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+        const int row = first_row + i * 16 + (lane & 15);
+        ldmatrix_x4(af[i], rows + swizzled_offset<ROW>(row, (2 * ks + (lane >> 4)) * 16));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) MmaOp<T>::round(af[i][e]);
+    }
+}
 
 // Warp tiles of m16n8 fragments.  Fragment layouts (PTX ISA, mma.m16n8k8 /
 // m16n8k16; g = lane / 4, t = lane % 4):
