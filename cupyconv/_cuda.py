@@ -82,14 +82,25 @@ def _compute_capability() -> int:
     return int(cupy.cuda.Device().compute_capability)
 
 
-# float32 "highest": "simt" (FFMA) or "3xtf32" (three TF32 tensor-core products).
-FLOAT32_HIGHEST = "simt"
+# float32 "highest": "3xtf32" runs it as 3xTF32 on tensor cores where the pass
+# sums at least TF32X3_MIN_PRODUCTS products per output, and on CUDA cores
+# (FFMA) elsewhere; "simt" runs it on CUDA cores everywhere.
+FLOAT32_HIGHEST = "3xtf32"
+# 3xTF32 (mma.cuh, MmaOp<float, 3>) sums each k-step's three products apart
+# and adds them with FADD, so its error grows with the sum's length like
+# FFMA's.  But a float's 24 bits do not fit in two 11-bit TF32 parts: each
+# product keeps an error of up to a few 2^-22, which FFMA's exact products do
+# not have.  On short sums FFMA is the more accurate (H100: cuDNN errs 4e-8 to
+# 6e-8 on the GPU sweep's sums of 3 to 60 products, 3xTF32 1e-7 to 1.7e-7);
+# on long ones 3xTF32 is as accurate or more (the benchmark problems' sums of
+# 160 products and more: 1.1e-7 to 2.2e-7 against cuDNN's 1.5e-7 to 4.1e-7).
+TF32X3_MIN_PRODUCTS = 128
 
 
 def _tensor_core_passes(dtype: str, precision: str) -> int:
-    """How conv_mma should multiply: 1 (one TF32, FP16 or BF16 product), 3
-    (3xTF32), or 0 for the CUDA-core kernel (float64, float32 "highest" unless
-    FLOAT32_HIGHEST says otherwise, and GPUs before sm_80)."""
+    """How the tensor-core kernels should multiply: 1 (one TF32, FP16 or BF16
+    product), 3 (3xTF32, float32 "highest" where FLOAT32_HIGHEST allows), or
+    0 for CUDA cores (float64, and every dtype before sm_80)."""
     if _compute_capability() < 80:
         return 0
     if dtype in ("float16", "bfloat16"):
@@ -99,6 +110,22 @@ def _tensor_core_passes(dtype: str, precision: str) -> int:
             return 1
         return 3 if FLOAT32_HIGHEST == "3xtf32" else 0
     return 0
+
+
+def _products_per_output(geometry: Geometry, pass_name: str) -> float:
+    """How many products each output of the pass sums, on average."""
+    products = geometry.flops // 2
+    shape = {"forward": geometry.output_shape4, "grad_input": geometry.input_shape4, "grad_weight": geometry.weight_shape4}[pass_name]
+    return products / max(math.prod(shape), 1)
+
+
+def _passes(dtype: str, precision: str, geometry: Geometry, pass_name: str) -> int:
+    """_tensor_core_passes, with 3xTF32 only on sums of TF32X3_MIN_PRODUCTS or
+    more (else 0: CUDA cores)."""
+    passes = _tensor_core_passes(dtype, precision)
+    if passes == 3 and _products_per_output(geometry, pass_name) < TF32X3_MIN_PRODUCTS:
+        return 0
+    return passes
 
 
 # conv_gemm reads the weight packed (groups, KH*KW, C, M) when the output has
@@ -213,7 +240,7 @@ WINDOW_MIN_OUTPUT = PACK_MIN_OUTPUT
 
 
 @functools.lru_cache(maxsize=1024)
-def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int):
+def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, passes: int = 1):
     """(conv_window launch, phase records), or None where conv_window cannot
     run this problem with `tile` (not 1D, too few GEMM rows, a window too long
     for the 16-bit kernel's registers, or too little shared memory)."""
@@ -247,7 +274,7 @@ def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, til
         _i32(source4[3]), _i32(out4[3]), _i32(geometry.kernel[1]),
         _i32(max_taps), _i32(vectors), _i32(stride), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
-    return _Launch("conv_window.cu", _kernels.window_name(dtype, index, tile), blocks, tile.threads, scalars, shared), flat
+    return _Launch("conv_window.cu", _kernels.window_name(dtype, index, tile, passes), blocks, tile.threads, scalars, shared), flat
 
 
 def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str):
@@ -262,8 +289,9 @@ def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str):
     return packed
 
 
-def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str) -> bool:
-    """Runs the pass with conv_window if it applies; False if it does not."""
+def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, passes: int = 1) -> bool:
+    """Runs the pass with conv_window (float: TF32, or 3xTF32 with passes 3) if
+    it applies; False if it does not."""
     if out4.size < WINDOW_MIN_OUTPUT or source4.data.ptr % 16:
         return False
     rows = _gemm_rows(geometry, pass_name) * (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
@@ -274,14 +302,14 @@ def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, ind
     packed = _window_weight(weight, geometry, pass_name, dtype)
 
     def launch(tile):
-        plan, flat = _window_plan(geometry, pass_name, dtype, index, tile, max_shared)
+        plan, flat = _window_plan(geometry, pass_name, dtype, index, tile, max_shared, passes)
         _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
 
     # the candidates that fit, listed only when the autotuner will time them
     fitting = () if not _autotune.enabled() else tuple(
         t for t in _kernels.WINDOW_TUNE_TILES if _window_plan(geometry, pass_name, dtype, index, t, max_shared)
     )
-    launch(_pick("conv_window", (dtype, pass_name, index, geometry), fitting, heuristic, launch))
+    launch(_pick("conv_window", (dtype, passes, pass_name, index, geometry), fitting, heuristic, launch))
     return True
 
 
@@ -293,7 +321,7 @@ GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR = 2
 
 
 @functools.lru_cache(maxsize=1024)
-def _taps_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, vector: int, multiprocessors: int, tile):
+def _taps_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, vector: int, multiprocessors: int, tile, passes: int = 1):
     """(grad_input_taps or grad_weight_taps launch, workspace shape,
     sum_splits launch); the last two are None where the reduction is not
     split (the kernel then writes the gradient itself).  The reduction is
@@ -305,10 +333,10 @@ def _taps_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, vecto
     kernel = geometry.kernel[1]
     if pass_name == "grad_input":  # columns (n, l), reduction (j, t)
         columns, reduction, out_shape4 = batch * in_w, out_channels * kernel, geometry.input_shape4
-        name, shared = _kernels.grad_input_taps_name(dtype, index, tile, vector), tile.shared
+        name, shared = _kernels.grad_input_taps_name(dtype, index, tile, vector, passes), tile.shared
     else:  # columns (j, t), reduction (n, l)
         columns, reduction, out_shape4 = out_channels * kernel, batch * in_w, geometry.weight_shape4
-        name, shared = _kernels.grad_weight_taps_name(dtype, index, tile, vector), _kernels.grad_weight_taps_shared(tile)
+        name, shared = _kernels.grad_weight_taps_name(dtype, index, tile, vector, passes), _kernels.grad_weight_taps_shared(tile)
     m_tiles = -(-rows // tile.bm)
     col_tiles = -(-columns // tile.bn)
     chunks = -(-(reduction * _kernels.ITEMSIZE[dtype]) // 128)  # 128-byte stages
@@ -327,9 +355,10 @@ def _taps_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, vecto
     return partial, (splits,) + out_shape4, _sum_splits_plan(dtype, math.prod(out_shape4), splits, multiprocessors)
 
 
-def _taps(pass_name: str, inputs: tuple, out, gy4, geometry: Geometry, dtype: str) -> bool:
+def _taps(pass_name: str, inputs: tuple, out, gy4, geometry: Geometry, dtype: str, passes: int) -> bool:
     """Runs grad_input (inputs grad_output, weight) or grad_weight (inputs x,
-    grad_output) with its taps kernel if it applies; False if not.  The
+    grad_output) with its taps kernel (float: TF32, or 3xTF32 with passes 3)
+    if it applies; False if not.  The
     partials of a split reduction go to a float64 workspace that sum_splits
     adds, in split order, into `out`."""
     vector_for, tiles = {
@@ -342,10 +371,10 @@ def _taps(pass_name: str, inputs: tuple, out, gy4, geometry: Geometry, dtype: st
     multiprocessors = _multiprocessors()
 
     def launch(tile):
-        partial, workspace_shape, finish = _taps_plan(geometry, pass_name, dtype, "int", vector, multiprocessors, tile)
+        partial, workspace_shape, finish = _taps_plan(geometry, pass_name, dtype, "int", vector, multiprocessors, tile, passes)
         index = _kernels.index_type(*(a.size for a in inputs), out.size, math.prod(workspace_shape or (0,)))
         if index != "int":
-            partial, workspace_shape, finish = _taps_plan(geometry, pass_name, dtype, index, vector, multiprocessors, tile)
+            partial, workspace_shape, finish = _taps_plan(geometry, pass_name, dtype, index, vector, multiprocessors, tile, passes)
         if finish is None:
             _launch(partial, inputs + (out, None))
         else:
@@ -354,25 +383,25 @@ def _taps(pass_name: str, inputs: tuple, out, gy4, geometry: Geometry, dtype: st
             _launch(finish, (workspace, out))
 
     heuristic = _kernels.pick_tile(tiles, geometry.in_channels_per_group)
-    launch(_pick(f"{pass_name}_taps", (dtype, vector, geometry), tiles if _autotune.enabled() else (), heuristic, launch))
+    launch(_pick(f"{pass_name}_taps", (dtype, passes, vector, geometry), tiles if _autotune.enabled() else (), heuristic, launch))
     return True
 
 
-def _grad_input_taps(gy4, weight, grad4, geometry: Geometry, dtype: str) -> bool:
-    return _taps("grad_input", (gy4, weight), grad4, gy4, geometry, dtype)
+def _grad_input_taps(gy4, weight, grad4, geometry: Geometry, dtype: str, passes: int = 1) -> bool:
+    return _taps("grad_input", (gy4, weight), grad4, gy4, geometry, dtype, passes)
 
 
-def _grad_weight_taps(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
-    return _taps("grad_weight", (x4, gy4), grad, gy4, geometry, dtype)
+def _grad_weight_taps(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int = 1) -> bool:
+    return _taps("grad_weight", (x4, gy4), grad, gy4, geometry, dtype, passes)
 
 
 def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
     index = _kernels.index_type(source4.size, out4.size, weight.size)
     dtype = numpy.dtype(out4.dtype).name
-    passes = _tensor_core_passes(dtype, precision)
-    if passes == 1 and pass_name == "grad_input" and _grad_input_taps(source4, weight, out4, geometry, dtype):
+    passes = _passes(dtype, precision, geometry, pass_name)
+    if passes and pass_name == "grad_input" and _grad_input_taps(source4, weight, out4, geometry, dtype, passes):
         return
-    if passes == 1 and dtype in _kernels.WINDOW_DTYPES and _window(source4, weight, bias, out4, geometry, pass_name, index, dtype):
+    if passes and dtype in _kernels.WINDOW_DTYPES and _window(source4, weight, bias, out4, geometry, pass_name, index, dtype, passes):
         return
     packed = _packs_weight(geometry, pass_name, out4.size)
     if packed:
@@ -383,7 +412,7 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
         _launch(plan, (source4, weight, bias, out4, _phase_table(flat)))  # bias None: a null pointer
 
     heuristic = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, _gemm_rows(geometry, pass_name))
-    candidates = _kernels.MMA_TUNE_TILES if passes else _kernels.GEMM_TUNE_TILES
+    candidates = (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GEMM_TUNE_TILES
     launch(_pick("conv_mma" if passes else "conv_gemm", (dtype, pass_name, index, passes, packed, geometry), candidates, heuristic, launch))
 
 
@@ -419,11 +448,12 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
     (written into `out` when given).
 
     float16 and bfloat16, and float32 with precision "tf32", run on tensor
-    cores (sm_80 and later); float32 "highest" and float64 on CUDA cores.
-    Depthwise problems (one input channel per group) run a stencil kernel
-    that accumulates in float32 (float64 for float64) in every mode.  Large
-    1D problems on tensor cores run conv_window (see WINDOW_MIN_OUTPUT),
-    others conv_gemm/conv_mma.
+    cores (sm_80 and later); float64 on CUDA cores.  Depthwise problems (one
+    input channel per group) run a stencil kernel that accumulates in float32
+    (float64 for float64) in every mode.  Large 1D problems on tensor cores
+    run conv_window (see WINDOW_MIN_OUTPUT), float32 "highest" included (as
+    3xTF32, FLOAT32_HIGHEST); others conv_gemm/conv_mma, float32 "highest" on
+    CUDA cores.
     """
     with x.device:
         out4 = _output(out, geometry.output_shape4, x.dtype)
@@ -449,8 +479,9 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     grad_input as a GEMM (conv_gemm/conv_mma, or conv_window for large
     stride-1 1D problems on tensor cores) and grad_weight as a split-K GEMM
     (on tensor cores where the forward pass uses them; grad_weight_window for
-    large 1D float16/bfloat16 problems with a power-of-two stride).
-    grad_bias is its own split reduction."""
+    large 1D float16/bfloat16 problems with a power-of-two stride).  float32
+    "highest" runs the taps kernels and conv_window as 3xTF32, the other
+    kernels on CUDA cores.  grad_bias is its own split reduction."""
     want_input, want_weight, want_bias = output_mask
     with grad_output.device:
         gy4 = _contiguous4(grad_output, geometry.output_shape4)
@@ -563,7 +594,7 @@ def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessor
         _i64(per_split), _i32(splits), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
     blocks = _blocks_for(m_tiles * col_tiles * splits * geometry.groups)
-    name = _kernels.grad_weight_mma_name(dtype, index, tile) if passes else _kernels.grad_weight_name(dtype, index, tile)
+    name = _kernels.grad_weight_mma_name(dtype, index, tile, passes) if passes else _kernels.grad_weight_name(dtype, index, tile)
     partial = _Launch("grad_weight.cu", name, blocks, tile.threads, scalars)
     count = math.prod(geometry.weight_shape4)
     return partial, workspace_shape, _sum_splits_plan(dtype, count, splits, multiprocessors)
@@ -647,13 +678,13 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     forward pass uses them too -- grad_weight_taps or grad_weight_window where
     they apply, else grad_weight_mma; else CUDA cores with double sums."""
     dtype = numpy.dtype(gy4.dtype).name
-    tensor_core_passes = _tensor_core_passes(dtype, precision)
-    passes = min(tensor_core_passes, 1)
+    passes = _passes(dtype, precision, geometry, "grad_weight")
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
     if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:  # empty batch: the sum over nothing
         grad[...] = 0
     elif grad.size and not (
-        tensor_core_passes == 1 and (_grad_weight_taps(gy4, x4, grad, geometry, dtype) or _grad_weight_window(gy4, x4, grad, geometry, dtype))
+        (passes and _grad_weight_taps(gy4, x4, grad, geometry, dtype, passes))
+        or (passes == 1 and _grad_weight_window(gy4, x4, grad, geometry, dtype))
     ):
         multiprocessors = _multiprocessors()
 
@@ -663,7 +694,7 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
             )
 
         heuristic = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GRAD_WEIGHT_TILES, geometry.in_channels_per_group)
-        candidates = _kernels.MMA_TUNE_TILES if passes else _kernels.GRAD_WEIGHT_TILES
+        candidates = (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GRAD_WEIGHT_TILES
         launch(_pick("grad_weight", (dtype, passes, geometry), candidates, heuristic, launch))
     return grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
 

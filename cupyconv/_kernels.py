@@ -118,9 +118,9 @@ WINDOW_MAX_VECTORS_WIDE = 64  # and for float
 WINDOW_MIN_ROWS = 32  # fewer GEMM rows stay on conv_mma (the window's tiles would be mostly padding)
 
 
-def window_name(dtype: str, index: str, tile: WindowTile) -> str:
+def window_name(dtype: str, index: str, tile: WindowTile, passes: int = 1) -> str:
     t = tile
-    return f"conv_window<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}>"
+    return f"conv_window<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}, {passes}>"
 
 
 def _is_1d(geometry: Geometry) -> bool:
@@ -243,9 +243,9 @@ def grad_weight_name(dtype: str, index: str, tile: Tile) -> str:
     return f"grad_weight_partial<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {tile.bk}, {tile.tm}, {tile.tn}>"
 
 
-def grad_weight_mma_name(dtype: str, index: str, tile: MmaTile) -> str:
+def grad_weight_mma_name(dtype: str, index: str, tile: MmaTile, passes: int = 1) -> str:
     t = tile
-    return f"grad_weight_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}>"
+    return f"grad_weight_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}, {passes}>"
 
 
 class GradWeightWindowTile(NamedTuple):
@@ -327,9 +327,9 @@ GRAD_INPUT_TAPS_MIN_TAPS = 8  # shorter kernels keep conv_mma
 GRAD_INPUT_TAPS_MIN_ROWS = 16  # as do groups with fewer input channels
 
 
-def grad_input_taps_name(dtype: str, index: str, tile: TapsTile, vector: int) -> str:
+def grad_input_taps_name(dtype: str, index: str, tile: TapsTile, vector: int, passes: int = 1) -> str:
     t = tile
-    return f"grad_input_taps<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}, {t.stages}, {vector}>"
+    return f"grad_input_taps<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}, {t.stages}, {vector}, {passes}>"
 
 
 def _taps_vector(geometry: Geometry, dtype: str, lengths: Tuple[int, ...]):
@@ -376,9 +376,9 @@ def grad_weight_taps_stage(dtype: str) -> int:
     return 128 // ITEMSIZE[dtype]
 
 
-def grad_weight_taps_name(dtype: str, index: str, tile: TapsTile, vector: int) -> str:
+def grad_weight_taps_name(dtype: str, index: str, tile: TapsTile, vector: int, passes: int = 1) -> str:
     t = tile
-    return f"grad_weight_taps<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.warps_m}, {t.warps_n}, {t.stages}, {vector}>"
+    return f"grad_weight_taps<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.warps_m}, {t.warps_n}, {t.stages}, {vector}, {passes}>"
 
 
 def grad_weight_taps_shared(tile: TapsTile) -> int:
@@ -414,24 +414,29 @@ def all_instantiations() -> List[Tuple[str, str]]:
             names += [("conv_gemm.cu", gemm_name(dtype, index, t)) for t in GEMM_TUNE_TILES]
             for passes in (1, 3) if dtype == "float32" else (1,) if dtype in ("float16", "bfloat16") else ():
                 names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in (MMA_TUNE_TILES if passes == 1 else MMA_TILES)]
-            if dtype in WINDOW_DTYPES:
-                names += [("conv_window.cu", window_name(dtype, index, t)) for t in WINDOW_TUNE_TILES]
-            if dtype in GRAD_INPUT_TAPS_DTYPES:
-                names += [
-                    ("grad_input_taps.cu", grad_input_taps_name(dtype, index, t, v))
-                    for t in GRAD_INPUT_TAPS_TILES
-                    for v in GRAD_INPUT_TAPS_VECTORS
-                    if v >= ITEMSIZE[dtype]
-                ]
-            if dtype in GRAD_WEIGHT_TAPS_DTYPES:
-                names += [
-                    ("grad_weight_taps.cu", grad_weight_taps_name(dtype, index, t, v)) for t in GRAD_WEIGHT_TAPS_TILES for v in GRAD_INPUT_TAPS_VECTORS
-                ]
+            for passes in (1, 3) if dtype == "float32" else (1,):
+                if dtype in WINDOW_DTYPES:
+                    names += [("conv_window.cu", window_name(dtype, index, t, passes)) for t in WINDOW_TUNE_TILES]
+                if dtype in GRAD_INPUT_TAPS_DTYPES:
+                    names += [
+                        ("grad_input_taps.cu", grad_input_taps_name(dtype, index, t, v, passes))
+                        for t in GRAD_INPUT_TAPS_TILES
+                        for v in GRAD_INPUT_TAPS_VECTORS
+                        if v >= ITEMSIZE[dtype]
+                    ]
+                if dtype in GRAD_WEIGHT_TAPS_DTYPES:
+                    names += [
+                        ("grad_weight_taps.cu", grad_weight_taps_name(dtype, index, t, v, passes))
+                        for t in GRAD_WEIGHT_TAPS_TILES
+                        for v in GRAD_INPUT_TAPS_VECTORS
+                    ]
             if dtype in GRAD_WEIGHT_WINDOW_DTYPES:
                 names += [("grad_weight_window.cu", grad_weight_window_name(dtype, index, t)) for t in GRAD_WEIGHT_WINDOW_TILES]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
             if dtype != "float64":
                 names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TUNE_TILES]
+            if dtype == "float32":
+                names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t, 3)) for t in MMA_TILES]
             names += [("depthwise.cu", depthwise_name(dtype, index, taps)) for taps in DEPTHWISE_TAPS_W]
             names += [("depthwise.cu", depthwise_backward_name(dtype, index, taps)) for taps in DEPTHWISE_BACKWARD_TAPS]
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]

@@ -221,7 +221,29 @@ def test_every_tile(case, mode, tile, monkeypatch):
     assert used
 
 
-TENSOR_CORE_MODES = [m for m in MODES if m[1] == "tf32" or m[0] in ("float16", "bfloat16")]
+@pytest.mark.parametrize("case", [c for c in CASES + LARGE_CASES if c.name in ("1d_wide_channels", "2d_wide_channels", "1d_grouped_long")], ids=str)
+def test_float32_highest_as_3xtf32_in_conv_mma_and_grad_weight_mma(case, monkeypatch):
+    """float32 "highest" on the general tensor-core kernels (conv_mma,
+    grad_weight_mma), for the passes that sum enough products to take 3xTF32:
+    under 1e-5 and within twice torch's error, like the CUDA-core kernels."""
+    from cupyconv import _cuda
+
+    taken, original = [], _cuda._passes
+
+    def spy(dtype, precision, geometry, pass_name):
+        passes = original(dtype, precision, geometry, pass_name)
+        taken.append((pass_name, passes))
+        return passes
+
+    monkeypatch.setattr(_cuda, "_passes", spy)
+    test_forward(case, ("float32", "highest"))
+    test_backward(case, ("float32", "highest"))
+    assert any(passes == 3 for _, passes in taken), taken
+
+
+# The modes the tensor-core kernels run: float32 "highest" included, as 3xTF32
+# where the kernel has it (conv_window, grad_input_taps, grad_weight_taps).
+TENSOR_CORE_MODES = [m for m in MODES if m[0] != "float64"]
 
 
 def _spy(monkeypatch, name, record):
@@ -279,7 +301,7 @@ def test_window_kernel(case, mode, monkeypatch):
 
 
 @pytest.mark.parametrize("tile", _kernels.WINDOW_TUNE_TILES, ids=lambda t: "-".join(map(str, t)))
-@pytest.mark.parametrize("mode", [("float32", "tf32"), ("bfloat16", "highest")], ids=["tf32", "bfloat16"])
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("bfloat16", "highest")], ids=["float32", "tf32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
 def test_every_window_tile(case, mode, tile, monkeypatch):
     ran, picked = _spy_window(monkeypatch), _force_tile(monkeypatch, "conv_window", tile)
@@ -371,7 +393,7 @@ def test_grad_input_taps_kernel(case, mode, monkeypatch):
 
 
 @pytest.mark.parametrize("tile", _kernels.GRAD_INPUT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
-@pytest.mark.parametrize("mode", [("float32", "tf32"), ("float16", "highest")], ids=["tf32", "float16"])
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("float16", "highest")], ids=["float32", "tf32", "float16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_fold8", "gi_g2_op4", "gi_long")], ids=str)
 def test_every_grad_input_taps_tile(case, mode, tile, monkeypatch):
     ran, picked = _spy_grad_input_taps(monkeypatch), _force_tile(monkeypatch, "grad_input_taps", tile)
@@ -390,7 +412,7 @@ def test_grad_input_taps_split_and_64_bit_index(case, min_chunks, monkeypatch):
     assert ran
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_long", "gi_g2_op4")], ids=str)
 def test_grad_input_taps_is_bitwise_deterministic(case, dtype, monkeypatch):
     ran = _spy_grad_input_taps(monkeypatch)
@@ -413,7 +435,7 @@ def test_grad_weight_taps_kernel(case, mode, monkeypatch):
 
 
 @pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
-@pytest.mark.parametrize("mode", [("float32", "tf32"), ("bfloat16", "highest")], ids=["tf32", "bfloat16"])
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("bfloat16", "highest")], ids=["float32", "tf32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_fold8", "gwt_g2_op4", "gwt_k64_s16")], ids=str)
 def test_every_grad_weight_taps_tile(case, mode, tile, monkeypatch):
     ran, picked = _spy_grad_weight_taps(monkeypatch), _force_tile(monkeypatch, "grad_weight_taps", tile)
@@ -432,7 +454,7 @@ def test_grad_weight_taps_split_and_64_bit_index(case, min_chunks, monkeypatch):
     assert ran
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_long", "gwt_g2_op4")], ids=str)
 def test_grad_weight_taps_is_bitwise_deterministic(case, dtype, monkeypatch):
     ran = _spy_grad_weight_taps(monkeypatch)

@@ -616,3 +616,43 @@ def test_grad_weight_taps_applies_where_documented():
     assert vector(size=63) is None and vector(size=32, dtype="float32") == 16  # a stage is 128 bytes
     assert vector(size=68) == 8 and vector(size=66) is None  # x rows of whole vectors
     assert vector(dtype="float32") == 16 and vector(dtype="float64") is None
+
+
+UNPADDED_CASES = [c for c in CASES if not numpy.any(c.padding) and not numpy.any(c.output_padding) and c.batch != 0]
+
+
+@pytest.mark.parametrize("case", UNPADDED_CASES, ids=str)
+def test_products_per_output_counts_the_products(case):
+    """_cuda._products_per_output, which sends float32 "highest" to 3xTF32 or
+    to FFMA, is the mean number of products each output of a pass sums: what
+    the pass gives on all-ones arrays, where no product falls in padding."""
+    from cupyconv import _cuda
+
+    g = _geometry_of(case)
+    x, w, gy = numpy.ones(g.input_shape4), numpy.ones(g.weight_shape4), numpy.ones(g.output_shape4)
+    k = g
+    y = F.conv_transpose2d(torch.from_numpy(x), torch.from_numpy(w), stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation)
+    grad_input, grad_weight = _torch_grads(x, w, gy, g)
+    for pass_name, counts in (("forward", y.numpy()), ("grad_input", grad_input), ("grad_weight", grad_weight)):
+        assert _cuda._products_per_output(g, pass_name) == pytest.approx(counts.mean()), pass_name
+
+
+def test_float32_highest_takes_3xtf32_on_long_sums_only(monkeypatch):
+    """On sm_80 and later, float32 "highest" multiplies on tensor cores (3xTF32)
+    where a pass sums TF32X3_MIN_PRODUCTS products or more, on CUDA cores
+    below that, and always on CUDA cores with FLOAT32_HIGHEST "simt"."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "_compute_capability", lambda: 90)
+    long = _geometry.make_geometry(1, (2, 64, 100), (64, 32, 5), None, 1, 0, 0, 1, 1)  # about 308 / 160 / 200 products per output
+    short = _geometry.make_geometry(1, (2, 8, 30), (8, 4, 3), None, 1, 0, 0, 1, 1)  # about 22 / 12 / 60
+    for pass_name in ("forward", "grad_input", "grad_weight"):
+        assert _cuda._passes("float32", "highest", long, pass_name) == 3, pass_name
+        assert _cuda._passes("float32", "highest", short, pass_name) == 0, pass_name
+        assert _cuda._passes("float32", "tf32", short, pass_name) == 1, pass_name
+        assert _cuda._passes("float16", "highest", short, pass_name) == 1, pass_name
+        assert _cuda._passes("float64", "highest", long, pass_name) == 0, pass_name
+    monkeypatch.setattr(_cuda, "FLOAT32_HIGHEST", "simt")
+    assert _cuda._passes("float32", "highest", long, "forward") == 0
+    monkeypatch.setattr(_cuda, "_compute_capability", lambda: 75)
+    assert _cuda._passes("float16", "highest", long, "forward") == 0

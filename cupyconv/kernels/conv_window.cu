@@ -1,7 +1,8 @@
 // 1D strided correlation on tensor cores with the input staged once per
 // channel slice and shared by every tap: the forward pass of a 1D transposed
 // convolution (per polyphase phase, or all phases at once when they fold, see
-// below) and its grad_input, for float ("tf32"), half and bfloat16.
+// below) and its grad_input, for float ("tf32", or float32-accurate 3xTF32
+// with PASSES 3), half and bfloat16.
 //
 // GEMM per (group, phase): rows m < M * fold, columns q (positions of one
 // image), reduction over (channel slice, tap, channel).  Row m is output
@@ -45,7 +46,7 @@ constexpr int WINDOW_MAX_VECTORS = 32;
 // per-thread task list the kernel precomputes (the host checks it too).
 constexpr int WINDOW_MAX_VECTORS_WIDE = 64;
 
-template <typename T, typename Index, int BM, int BN, int WARPS_M, int WARPS_N>
+template <typename T, typename Index, int BM, int BN, int WARPS_M, int WARPS_N, int PASSES>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
     const T* __restrict__ in,        // (batch, groups * channels, in_w)
     const T* __restrict__ weight,    // packed (groups, kernel_w, out_channels, channels_padded)
@@ -69,6 +70,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
     constexpr int ROUNDS = (2 * WROWS * WINDOW_MAX_VECTORS + THREADS - 1) / THREADS;  // 16-bit: half-vector tasks
     static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tile must split into m16n8 fragments");
     static_assert((BN & (BN - 1)) == 0 && (BM & (BM - 1)) == 0, "tile sides are powers of two");
+    typedef MmaOp<T, PASSES> Op;  // float: TF32 (PASSES 1) or float32-accurate 3xTF32 (PASSES 3)
 
     extern __shared__ __align__(16) unsigned char smem[];
 
@@ -233,36 +235,22 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
 #pragma unroll
             for (int ks = 0; ks < KSTEPS; ++ks) {
                 const int kk = ks * KSTEP;
-                unsigned af[MI][4], bf[NI][2];
+                typename Op::A af[MI];
+                typename Op::B bf[NI];
 #pragma unroll
                 for (int i = 0; i < MI; ++i) {
-                    ldmatrix_x4(af[i], at + i * 16 * AROW + kk);
-                    if constexpr (WIDE) {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) af[i][e] = to_tf32(__uint_as_float(af[i][e]));
-                    }
+                    unsigned raw[4];
+                    ldmatrix_x4(raw, at + i * 16 * AROW + kk);
+                    Op::make(af[i], raw);
                 }
                 const unsigned* lo_rows = wt + (kk / WORDS_PER_K) * window_stride;
                 const unsigned* hi_rows = lo_rows + b_half;
 #pragma unroll
-                for (int j = 0; j < NI; ++j) {
-                    bf[j][0] = lo_rows[j * 8];
-                    bf[j][1] = hi_rows[j * 8];
-                    if constexpr (WIDE) {
-                        bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
-                        bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
-                    }
-                }
+                for (int j = 0; j < NI; ++j) Op::make(bf[j], {lo_rows[j * 8], hi_rows[j * 8]});
 #pragma unroll
                 for (int i = 0; i < MI; ++i)
 #pragma unroll
-                    for (int j = 0; j < NI; ++j) {
-                        if constexpr (WIDE) {
-                            mma_tf32(acc[i][j], af[i], bf[j]);
-                        } else {
-                            mma_16bit<T>(acc[i][j], af[i], bf[j]);
-                        }
-                    }
+                    for (int j = 0; j < NI; ++j) Op::mma(acc[i][j], af[i], bf[j]);
             }
         }
     };

@@ -21,6 +21,9 @@
 // 65536 deep): each split writes its float partial tile to
 // workspace[split] (double) and sum_splits adds them in split order, so the
 // result is bitwise repeatable; with one split the block writes grad_input.
+//
+// float runs as TF32 (PASSES 1) or as float32-accurate 3xTF32 (PASSES 3,
+// MmaOp<float, 3>).
 #include "common.cuh"
 #include "mma.cuh"
 
@@ -28,7 +31,7 @@
 // host keeps kernels below 2**30 taps).
 constexpr int OUTSIDE = -(1 << 30);
 
-template <typename T, typename Index, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int VB>
+template <typename T, typename Index, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int VB, int PASSES>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
     const T* __restrict__ grad_output,  // (batch, groups * out_channels, out_w)
     const T* __restrict__ weight,       // (groups * in_channels, out_channels, kernel)
@@ -53,6 +56,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
     static_assert(VB % sizeof(T) == 0 && THREADS % PER_ROW == 0, "vectors must tile a row");
     static_assert(BM % ROWS_PER_PASS == 0 && BN % ROWS_PER_PASS == 0, "tiles must split evenly over the threads");
     static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tiles are whole m16 x (2 x n8) fragments");
+    typedef MmaOp<T, PASSES> Op;  // PASSES 3: float32-accurate 3xTF32
     extern __shared__ __align__(128) unsigned char smem[];
 
     unsigned block = blockIdx.x;
@@ -137,27 +141,21 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_input_taps(
         const unsigned char* b_stage = a_stage + BM * ROW;
 #pragma unroll
         for (int ks = 0; ks < ROW / 32; ++ks) {
-            unsigned af[MI][4], bf[NI][2];
-            load_a_fragments<T, ROW>(af, a_stage, warp_m * WM, ks, lane);
+            typename Op::A af[MI];
+            typename Op::B bf[NI];
+            load_a_fragments<Op, ROW>(af, a_stage, warp_m * WM, ks, lane);
 #pragma unroll
             for (int jj = 0; jj < NI; jj += 2) {
                 const int row = warp_n * WN + jj * 8 + (lane & 7) + ((lane >> 4) << 3);
                 unsigned r[4];
                 ldmatrix_x4(r, b_stage + swizzled_offset<ROW>(row, (2 * ks + ((lane >> 3) & 1)) * 16));
-                bf[jj][0] = r[0];
-                bf[jj][1] = r[1];
-                bf[jj + 1][0] = r[2];
-                bf[jj + 1][1] = r[3];
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    MmaOp<T>::round(bf[jj][e]);
-                    MmaOp<T>::round(bf[jj + 1][e]);
-                }
+                Op::make(bf[jj], {r[0], r[1]});
+                Op::make(bf[jj + 1], {r[2], r[3]});
             }
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int jj = 0; jj < NI; ++jj) MmaOp<T>::mma(acc[i][jj], af[i], bf[jj]);
+                for (int jj = 0; jj < NI; ++jj) Op::mma(acc[i][jj], af[i], bf[jj]);
         }
     });
 

@@ -207,9 +207,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) grad_weight_partial(GRA
 }
 
 // Tensor cores (sm_80 and later); float, half or bfloat16.
-template <typename T, typename Index, int BM, int BN, int BK, int WARPS_M, int WARPS_N>
+template <typename T, typename Index, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int PASSES>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N) grad_weight_mma(GRAD_WEIGHT_PARAMS) {
-    grad_weight_body<T, Index, MmaMath<T, BM, BN, BK, WARPS_M, WARPS_N, 1>>(GRAD_WEIGHT_ARGS);
+    grad_weight_body<T, Index, MmaMath<T, BM, BN, BK, WARPS_M, WARPS_N, PASSES>>(GRAD_WEIGHT_ARGS);
 }
 
 // grad_bias partial sums: block (channel, split) adds grad_output[n, channel, :]

@@ -1,6 +1,6 @@
 // grad_weight of a strided 1D transposed convolution whose taps read
 // consecutive grad_output positions (dilation 1), on tensor cores (float as
-// TF32, float16, bfloat16):
+// TF32 or float32-accurate 3xTF32, float16, bfloat16):
 //
 //   grad_weight[g*C + ci, j, t] = sum_{n, l} x[n, g*C + ci, l] * gy[n, g*M + j, l*s - p + t]
 //
@@ -23,7 +23,7 @@
 #include "common.cuh"
 #include "mma.cuh"
 
-template <typename T, typename Index, int BM, int WARPS_M, int WARPS_N, int STAGES, int VB>
+template <typename T, typename Index, int BM, int WARPS_M, int WARPS_N, int STAGES, int VB, int PASSES>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
     const T* __restrict__ input,        // x: (batch, groups * in_channels, in_w)
     const T* __restrict__ grad_output,  // (batch, groups * out_channels, out_w)
@@ -49,6 +49,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
     static_assert(VB == 16 || VB == 8, "vectors of 16 or 8 bytes");
     static_assert(BM % A_ROWS_PER_PASS == 0 && BK % B_ROWS_PER_PASS == 0, "tiles must split evenly over the threads");
     static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tiles are whole m16 x (2 x n8) fragments");
+    typedef MmaOp<T, PASSES> Op;  // PASSES 3: float32-accurate 3xTF32
     extern __shared__ __align__(128) unsigned char smem[];
 
     unsigned block = blockIdx.x;
@@ -137,18 +138,20 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
         const unsigned char* b_stage = a_stage + A_BYTES;
 #pragma unroll
         for (int ks = 0; ks < BK / KSTEP; ++ks) {
-            unsigned af[MI][4], bf[NI][2];
-            load_a_fragments<T, A_ROW>(af, a_stage, warp_m * WM, ks, lane);
+            typename Op::A af[MI];
+            typename Op::B bf[NI];
+            load_a_fragments<Op, A_ROW>(af, a_stage, warp_m * WM, ks, lane);
             if constexpr (TF32) {  // b0 = B[k0 + t][n0 + g], b1 = B[k0 + t + 4][n0 + g]
 #pragma unroll
                 for (int jj = 0; jj < NI; ++jj) {
                     const int col_byte = (warp_n * WN + jj * 8 + lane / 4) * 4;
+                    unsigned r[2];
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         const int row = ks * 8 + lane % 4 + 4 * e;
-                        bf[jj][e] = *reinterpret_cast<const unsigned*>(b_stage + swizzled_offset<B_ROW, true>(row, col_byte));
-                        MmaOp<T>::round(bf[jj][e]);
+                        r[e] = *reinterpret_cast<const unsigned*>(b_stage + swizzled_offset<B_ROW, true>(row, col_byte));
                     }
+                    Op::make(bf[jj], r);
                 }
             } else {
 #pragma unroll
@@ -157,16 +160,14 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) grad_weight_taps(
                     const int chunk = (warp_n * WN + jj * 8) / 8 + (lane >> 4);
                     unsigned r[4];
                     ldmatrix_x4_trans(r, b_stage + swizzled_offset<B_ROW>(row, chunk * 16));
-                    bf[jj][0] = r[0];
-                    bf[jj][1] = r[1];
-                    bf[jj + 1][0] = r[2];
-                    bf[jj + 1][1] = r[3];
+                    Op::make(bf[jj], {r[0], r[1]});
+                    Op::make(bf[jj + 1], {r[2], r[3]});
                 }
             }
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int jj = 0; jj < NI; ++jj) MmaOp<T>::mma(acc[i][jj], af[i], bf[jj]);
+                for (int jj = 0; jj < NI; ++jj) Op::mma(acc[i][jj], af[i], bf[jj]);
         }
     });
 

@@ -114,17 +114,86 @@ __device__ __forceinline__ void mma_16bit<bfloat16_t>(float (&d)[4], const unsig
 }
 
 // One mma.sync per type on 32 bytes of k (m16n8k8 TF32, m16n8k16 FP16/BF16),
-// and the rounding a raw float operand register needs first (TF32: to
-// nearest, not the hardware's truncation).
-template <typename T>
-struct MmaOp {  // FP16/BF16 m16n8k16: 32 bytes of k per step; registers hold the values as they are
-    static __device__ __forceinline__ void round(unsigned&) {}
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) { mma_16bit<T>(d, a, b); }
+// over operands made once per k-step from the raw registers ldmatrix (or a
+// load) gives: make(A&, raw[4]) and make(B&, raw[2]), then mma(d, a, b) for
+// each fragment pair.
+template <typename T, int PASSES = 1>
+struct MmaOp {  // FP16/BF16 m16n8k16: the registers hold the values as they are
+    static_assert(PASSES == 1, "16-bit products are exact: one pass");
+    struct A {
+        unsigned r[4];
+    };
+    struct B {
+        unsigned r[2];
+    };
+    static __device__ __forceinline__ void make(A& a, const unsigned (&raw)[4]) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a.r[e] = raw[e];
+    }
+    static __device__ __forceinline__ void make(B& b, const unsigned (&raw)[2]) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) b.r[e] = raw[e];
+    }
+    static __device__ __forceinline__ void mma(float (&d)[4], const A& a, const B& b) { mma_16bit<T>(d, a.r, b.r); }
 };
 template <>
-struct MmaOp<float> {  // TF32 m16n8k8: 32 bytes of k per step
-    static __device__ __forceinline__ void round(unsigned& r) { r = to_tf32(__uint_as_float(r)); }
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) { mma_tf32(d, a, b); }
+struct MmaOp<float, 1> {  // TF32 m16n8k8: raw floats rounded to nearest (not the hardware's truncation)
+    struct A {
+        unsigned r[4];
+    };
+    struct B {
+        unsigned r[2];
+    };
+    static __device__ __forceinline__ void make(A& a, const unsigned (&raw)[4]) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a.r[e] = to_tf32(__uint_as_float(raw[e]));
+    }
+    static __device__ __forceinline__ void make(B& b, const unsigned (&raw)[2]) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) b.r[e] = to_tf32(__uint_as_float(raw[e]));
+    }
+    static __device__ __forceinline__ void mma(float (&d)[4], const A& a, const B& b) { mma_tf32(d, a.r, b.r); }
+};
+// float32-accurate products on TF32 tensor cores (3xTF32): each float is
+// split into a TF32 high part and the TF32-rounded remainder (what is left
+// is at most 2^-22 of it), and a*b is taken as lo_a*hi_b + hi_a*lo_b +
+// hi_a*hi_b (lo_a*lo_b is at most 2^-22 of the product).
+// The tensor core adds into its accumulator with truncation, which biases a
+// long running sum toward zero (error growing with the reduction length:
+// 3e-5 at 4096 terms, 5e-4 at 65536, scripts/tf32x3_probe.py on an H100).
+// So each k-step's three products go into a fresh accumulator, which is
+// then added to the running sum with an ordinary (round-to-nearest) FADD:
+// the error then grows like in-order FFMA's (1.4e-7 at 64 terms, 4e-7 at
+// 4096, against cuBLAS SGEMM's 1.1e-7 and 2e-7).
+template <>
+struct MmaOp<float, 3> {
+    struct A {
+        unsigned hi[4], lo[4];
+    };
+    struct B {
+        unsigned hi[2], lo[2];
+    };
+    static __device__ __forceinline__ void split(unsigned raw, unsigned& hi, unsigned& lo) {
+        const float v = __uint_as_float(raw);
+        hi = to_tf32(v);
+        lo = to_tf32(v - __uint_as_float(hi));
+    }
+    static __device__ __forceinline__ void make(A& a, const unsigned (&raw)[4]) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) split(raw[e], a.hi[e], a.lo[e]);
+    }
+    static __device__ __forceinline__ void make(B& b, const unsigned (&raw)[2]) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) split(raw[e], b.hi[e], b.lo[e]);
+    }
+    static __device__ __forceinline__ void mma(float (&d)[4], const A& a, const B& b) {
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_tf32(part, a.lo, b.hi);
+        mma_tf32(part, a.hi, b.lo);
+        mma_tf32(part, a.hi, b.hi);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[e] += part[e];
+    }
 };
 
 // A multi-stage cp.async pipeline over `count` stages of a reduction:
@@ -151,16 +220,16 @@ __device__ __forceinline__ void cp_async_pipeline(int count, Load&& load, Comput
 
 // A fragments of MI m16 row blocks from `rows`, ROW-byte shared rows holding
 // k contiguous (swizzled_offset), for k-step `ks` (32 bytes): one ldmatrix.x4
-// each, rounded as MmaOp<T> needs.
-template <typename T, int ROW, int MI>
-__device__ __forceinline__ void load_a_fragments(unsigned (&af)[MI][4], const unsigned char* rows, int first_row, int ks,
+// each, made into Op's operands.
+template <typename Op, int ROW, int MI>
+__device__ __forceinline__ void load_a_fragments(typename Op::A (&af)[MI], const unsigned char* rows, int first_row, int ks,
                                                  int lane) {
 #pragma unroll
     for (int i = 0; i < MI; ++i) {
         const int row = first_row + i * 16 + (lane & 15);
-        ldmatrix_x4(af[i], rows + swizzled_offset<ROW>(row, (2 * ks + (lane >> 4)) * 16));
-#pragma unroll
-        for (int e = 0; e < 4; ++e) MmaOp<T>::round(af[i][e]);
+        unsigned raw[4];
+        ldmatrix_x4(raw, rows + swizzled_offset<ROW>(row, (2 * ks + (lane >> 4)) * 16));
+        Op::make(af[i], raw);
     }
 }
 
@@ -229,11 +298,16 @@ struct MmaMath {
                 for (int i = 0; i < MI; ++i)
 #pragma unroll
                     for (int j = 0; j < NI; ++j) {
-                        if constexpr (PASSES == 3) {  // the small terms first
-                            mma_tf32(f.v[i][j], a_lo[i], b_hi[j]);
-                            mma_tf32(f.v[i][j], a_hi[i], b_lo[j]);
+                        if constexpr (PASSES == 3) {  // a fresh accumulator per k-step, as MmaOp<float, 3>
+                            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                            mma_tf32(part, a_lo[i], b_hi[j]);
+                            mma_tf32(part, a_hi[i], b_lo[j]);
+                            mma_tf32(part, a_hi[i], b_hi[j]);
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) f.v[i][j][e] += part[e];
+                        } else {
+                            mma_tf32(f.v[i][j], a_hi[i], b_hi[j]);
                         }
-                        mma_tf32(f.v[i][j], a_hi[i], b_hi[j]);
                     }
             } else {
                 unsigned a_reg[MI][4], b_reg[NI][2];
