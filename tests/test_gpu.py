@@ -207,6 +207,7 @@ def test_every_tile(case, mode, tile, monkeypatch):
     """Each candidate the autotuner times gives correct results (wherever it applies)."""
     from cupyconv import _cuda
 
+    monkeypatch.setattr(_cuda, "FLOAT32_HIGHEST", "simt")  # float32 "highest" tests the CUDA-core tiles
     used = []
 
     def pick(family, key, candidates, heuristic, launch):
@@ -241,6 +242,27 @@ def test_float32_highest_as_3xtf32_in_conv_mma_and_grad_weight_mma(case, monkeyp
     assert any(passes == 3 for _, passes in taken), taken
 
 
+@pytest.mark.parametrize("tile", _kernels.MMA_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("case", [c for c in CASES + LARGE_CASES if c.name in ("1d_wide_channels", "1d_grouped_long")], ids=str)
+def test_every_3xtf32_tile(case, tile, monkeypatch):
+    """conv_mma's and grad_weight_mma's 3xTF32 with each of their tiles
+    (1d_wide_channels: forward and grad_input; 1d_grouped_long: grad_weight)."""
+    from cupyconv import _cuda
+
+    used = []
+
+    def pick(family, key, candidates, heuristic, launch):
+        if family in ("conv_mma", "grad_weight") and 3 in key and tile in candidates:
+            used.append(family)
+            return tile
+        return heuristic
+
+    monkeypatch.setattr(_cuda, "_pick", pick)
+    test_forward(case, ("float32", "highest"))
+    test_backward(case, ("float32", "highest"))
+    assert used
+
+
 # The modes the tensor-core kernels run: float32 "highest" included, as 3xTF32
 # where the kernel has it (conv_window, grad_input_taps, grad_weight_taps).
 TENSOR_CORE_MODES = [m for m in MODES if m[0] != "float64"]
@@ -253,6 +275,7 @@ def _spy(monkeypatch, name, record):
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
+    monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 0)  # float32 "highest": their 3xTF32 on short sums too
     ran, original = [], getattr(_cuda, name)
 
     def spy(*args):
