@@ -118,41 +118,32 @@ __device__ __forceinline__ void mma_16bit<bfloat16_t>(float (&d)[4], const unsig
 // load) gives: make(A&, raw[4]) and make(B&, raw[2]), then mma(d, a, b) for
 // each fragment pair.
 template <typename T, int PASSES = 1>
-struct MmaOp {  // FP16/BF16 m16n8k16: the registers hold the values as they are
-    static_assert(PASSES == 1, "16-bit products are exact: one pass");
+struct MmaOp {  // one product per pair: FP16/BF16 m16n8k16 on the values as they are, or TF32
+                // m16n8k8 on floats rounded to nearest (not the hardware's truncation)
+    static_assert(PASSES == 1, "one pass, except MmaOp<float, 3>");
+    static constexpr bool TF32 = sizeof(T) == 4;
     struct A {
         unsigned r[4];
     };
     struct B {
         unsigned r[2];
     };
+    static __device__ __forceinline__ unsigned operand(unsigned raw) { return TF32 ? to_tf32(__uint_as_float(raw)) : raw; }
     static __device__ __forceinline__ void make(A& a, const unsigned (&raw)[4]) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) a.r[e] = raw[e];
+        for (int e = 0; e < 4; ++e) a.r[e] = operand(raw[e]);
     }
     static __device__ __forceinline__ void make(B& b, const unsigned (&raw)[2]) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) b.r[e] = raw[e];
+        for (int e = 0; e < 2; ++e) b.r[e] = operand(raw[e]);
     }
-    static __device__ __forceinline__ void mma(float (&d)[4], const A& a, const B& b) { mma_16bit<T>(d, a.r, b.r); }
-};
-template <>
-struct MmaOp<float, 1> {  // TF32 m16n8k8: raw floats rounded to nearest (not the hardware's truncation)
-    struct A {
-        unsigned r[4];
-    };
-    struct B {
-        unsigned r[2];
-    };
-    static __device__ __forceinline__ void make(A& a, const unsigned (&raw)[4]) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) a.r[e] = to_tf32(__uint_as_float(raw[e]));
+    static __device__ __forceinline__ void mma(float (&d)[4], const A& a, const B& b) {
+        if constexpr (TF32) {
+            mma_tf32(d, a.r, b.r);
+        } else {
+            mma_16bit<T>(d, a.r, b.r);
+        }
     }
-    static __device__ __forceinline__ void make(B& b, const unsigned (&raw)[2]) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) b.r[e] = to_tf32(__uint_as_float(raw[e]));
-    }
-    static __device__ __forceinline__ void mma(float (&d)[4], const A& a, const B& b) { mma_tf32(d, a.r, b.r); }
 };
 // float32-accurate products on TF32 tensor cores (3xTF32): each float is
 // split into a TF32 high part and the TF32-rounded remainder (what is left
@@ -252,6 +243,7 @@ struct MmaMath {
     static constexpr int MI = WARP_M / 16, NI = WARP_N / 8;
     static_assert(sizeof(T) == 4 || sizeof(T) == 2, "tensor cores here take float, half or bfloat16");
     static_assert(TF32 || PASSES == 1, "3xTF32 is for float");
+    typedef MmaOp<T, PASSES> Op;  // PASSES 3: 3xTF32
     static_assert(BK % KSTEP == 0 && WARP_M % 16 == 0 && WARP_N % 8 == 0, "tile must split into mma shapes");
     struct Frag {
         float v[MI][NI][4];
@@ -272,64 +264,43 @@ struct MmaMath {
         const int t = lane % 4;
 #pragma unroll
         for (int k0 = 0; k0 < BK; k0 += KSTEP) {
-            if constexpr (TF32) {
-                unsigned a_hi[MI][4], a_lo[MI][4], b_hi[NI][2], b_lo[NI][2];
+            // Raw operand registers (float bits, or two 16-bit values), made
+            // into MmaOp's operands once per k-step.
+            typename Op::A af[MI];
+            typename Op::B bf[NI];
 #pragma unroll
-                for (int i = 0; i < MI; ++i) {
-                    const int m = m0 + i * 16;
+            for (int i = 0; i < MI; ++i) {
+                const int m = m0 + i * 16;
+                unsigned raw[4];
+                if constexpr (TF32) {
                     const float v[4] = {a[k0 + t][m], a[k0 + t][m + 8], a[k0 + t + 4][m], a[k0 + t + 4][m + 8]};
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        a_hi[i][e] = to_tf32(v[e]);
-                        if constexpr (PASSES == 3) a_lo[i][e] = to_tf32(v[e] - __uint_as_float(a_hi[i][e]));
-                    }
+                    for (int e = 0; e < 4; ++e) raw[e] = __float_as_uint(v[e]);
+                } else {
+                    raw[0] = pack2<T>(a[k0 + 2 * t][m], a[k0 + 2 * t + 1][m]);
+                    raw[1] = pack2<T>(a[k0 + 2 * t][m + 8], a[k0 + 2 * t + 1][m + 8]);
+                    raw[2] = pack2<T>(a[k0 + 2 * t + 8][m], a[k0 + 2 * t + 9][m]);
+                    raw[3] = pack2<T>(a[k0 + 2 * t + 8][m + 8], a[k0 + 2 * t + 9][m + 8]);
                 }
-#pragma unroll
-                for (int j = 0; j < NI; ++j) {
-                    const int n = n0 + j * 8;
-                    const float v[2] = {b[k0 + t][n], b[k0 + t + 4][n]};
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        b_hi[j][e] = to_tf32(v[e]);
-                        if constexpr (PASSES == 3) b_lo[j][e] = to_tf32(v[e] - __uint_as_float(b_hi[j][e]));
-                    }
-                }
-#pragma unroll
-                for (int i = 0; i < MI; ++i)
-#pragma unroll
-                    for (int j = 0; j < NI; ++j) {
-                        if constexpr (PASSES == 3) {  // a fresh accumulator per k-step, as MmaOp<float, 3>
-                            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                            mma_tf32(part, a_lo[i], b_hi[j]);
-                            mma_tf32(part, a_hi[i], b_lo[j]);
-                            mma_tf32(part, a_hi[i], b_hi[j]);
-#pragma unroll
-                            for (int e = 0; e < 4; ++e) f.v[i][j][e] += part[e];
-                        } else {
-                            mma_tf32(f.v[i][j], a_hi[i], b_hi[j]);
-                        }
-                    }
-            } else {
-                unsigned a_reg[MI][4], b_reg[NI][2];
-#pragma unroll
-                for (int i = 0; i < MI; ++i) {
-                    const int m = m0 + i * 16;
-                    a_reg[i][0] = pack2<T>(a[k0 + 2 * t][m], a[k0 + 2 * t + 1][m]);
-                    a_reg[i][1] = pack2<T>(a[k0 + 2 * t][m + 8], a[k0 + 2 * t + 1][m + 8]);
-                    a_reg[i][2] = pack2<T>(a[k0 + 2 * t + 8][m], a[k0 + 2 * t + 9][m]);
-                    a_reg[i][3] = pack2<T>(a[k0 + 2 * t + 8][m + 8], a[k0 + 2 * t + 9][m + 8]);
-                }
-#pragma unroll
-                for (int j = 0; j < NI; ++j) {
-                    const int n = n0 + j * 8;
-                    b_reg[j][0] = pack2<T>(b[k0 + 2 * t][n], b[k0 + 2 * t + 1][n]);
-                    b_reg[j][1] = pack2<T>(b[k0 + 2 * t + 8][n], b[k0 + 2 * t + 9][n]);
-                }
-#pragma unroll
-                for (int i = 0; i < MI; ++i)
-#pragma unroll
-                    for (int j = 0; j < NI; ++j) mma_16bit<T>(f.v[i][j], a_reg[i], b_reg[j]);
+                Op::make(af[i], raw);
             }
+#pragma unroll
+            for (int j = 0; j < NI; ++j) {
+                const int n = n0 + j * 8;
+                unsigned raw[2];
+                if constexpr (TF32) {
+                    raw[0] = __float_as_uint(b[k0 + t][n]);
+                    raw[1] = __float_as_uint(b[k0 + t + 4][n]);
+                } else {
+                    raw[0] = pack2<T>(b[k0 + 2 * t][n], b[k0 + 2 * t + 1][n]);
+                    raw[1] = pack2<T>(b[k0 + 2 * t + 8][n], b[k0 + 2 * t + 9][n]);
+                }
+                Op::make(bf[j], raw);
+            }
+#pragma unroll
+            for (int i = 0; i < MI; ++i)
+#pragma unroll
+                for (int j = 0; j < NI; ++j) Op::mma(f.v[i][j], af[i], bf[j]);
         }
     }
     // f(row, column, value) for each accumulator of the thread, in the tile's coordinates.
