@@ -15,7 +15,7 @@ from . import _geometry, reference
 
 def _prepare(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, input_name="input"):
     kind = _geometry.check_arrays([(input_name, input), ("weight", weight), ("bias", bias)])
-    geometry = _geometry.make_geometry(
+    geometry = _geometry.geometry_of(
         spatial_dims, input.shape, weight.shape, None if bias is None else bias.shape,
         stride, padding, output_padding, groups, dilation, input_name=input_name,
     )  # fmt: skip
@@ -44,7 +44,7 @@ def conv_transpose_backward(
     spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision, require=None
 ):
     kind = _geometry.check_arrays([("grad_output", grad_output), ("input", input), ("weight", weight)])
-    geometry = _geometry.make_geometry(spatial_dims, input.shape, weight.shape, None, stride, padding, output_padding, groups, dilation)
+    geometry = _geometry.geometry_of(spatial_dims, input.shape, weight.shape, None, stride, padding, output_padding, groups, dilation)
     _geometry.check_grad_output(geometry, grad_output.shape)
     output_mask = _geometry.check_output_mask(output_mask)
     precision = _geometry.check_precision(precision)

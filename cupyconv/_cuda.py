@@ -16,11 +16,25 @@ from typing import NamedTuple, Tuple
 import cupy
 import numpy
 
-from . import _autotune, _kernels
+from . import _autotune, _geometry, _kernels
 from ._geometry import Geometry
 
-_i32 = numpy.int32
-_i64 = numpy.int64
+try:  # CuPy's holder of a scalar kernel argument: a launch passes it as is
+    from cupy._core._scalar import CScalar as _CScalar
+except ImportError:  # pragma: no cover - a CuPy without it converts NumPy scalars itself, per launch
+    _CScalar = None
+
+
+def _i32(value: int):
+    """A kernel's int argument.  Plans build these once: a NumPy scalar would
+    be converted to CuPy's CScalar on every launch, about 0.2 us each (a
+    launch has up to 20 of them, and a tiny call little else)."""
+    return _CScalar(numpy.int32(value)) if _CScalar is not None else numpy.int32(value)
+
+
+def _i64(value: int):
+    """A kernel's long long argument (see _i32)."""
+    return _CScalar(numpy.int64(value)) if _CScalar is not None else numpy.int64(value)
 
 
 @cupy.memoize(for_each_device=True)
@@ -53,14 +67,15 @@ def _blocks_for(count: int) -> int:
     return count
 
 
-def _output(out, shape4, dtype):
-    """A fresh array, or the caller's (C-contiguous, of the right size and
-    dtype: the torch adapter passes torch-allocated outputs)."""
+def _output(out, shape, dtype):
+    """A fresh array of `shape`, or the caller's viewed in it (C-contiguous,
+    of the right size and dtype: the torch adapter passes torch-allocated
+    outputs)."""
     if out is None:
-        return cupy.empty(shape4, dtype=dtype)
-    if out.dtype != dtype or out.size != math.prod(shape4) or not out.flags.c_contiguous:
-        raise ValueError(f"out must be a C-contiguous {numpy.dtype(dtype).name} array of shape {shape4}, got {out.shape} {out.dtype}")
-    return out.reshape(shape4)
+        return cupy.empty(shape, dtype=dtype)
+    if out.dtype != dtype or out.size != math.prod(shape) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {numpy.dtype(dtype).name} array of shape {shape}, got {out.shape} {out.dtype}")
+    return out.reshape(shape)
 
 
 # Launch plans: everything about a launch that depends only on the geometry,
@@ -395,9 +410,13 @@ def _grad_weight_taps(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int
     return _taps("grad_weight", (x4, gy4), grad, gy4, geometry, dtype, passes)
 
 
+def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
+    return _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, _gemm_rows(geometry, pass_name))
+
+
 def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
     index = _kernels.index_type(source4.size, out4.size, weight.size)
-    dtype = numpy.dtype(out4.dtype).name
+    dtype = _geometry.dtype_name(out4.dtype)
     passes = _passes(dtype, precision, geometry, pass_name)
     if passes and pass_name == "grad_input" and _grad_input_taps(source4, weight, out4, geometry, dtype, passes):
         return
@@ -411,7 +430,7 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
         plan, flat = _gemm_plan(geometry, pass_name, dtype, index, passes, packed, tile)
         _launch(plan, (source4, weight, bias, out4, _phase_table(flat)))  # bias None: a null pointer
 
-    heuristic = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, _gemm_rows(geometry, pass_name))
+    heuristic = _gemm_heuristic(geometry, pass_name, passes)
     candidates = (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GEMM_TUNE_TILES
     launch(_pick("conv_mma" if passes else "conv_gemm", (dtype, pass_name, index, passes, packed, geometry), candidates, heuristic, launch))
 
@@ -439,8 +458,41 @@ def _depthwise_plan(geometry: Geometry, dtype: str, index: str) -> Tuple[_Launch
 
 def _depthwise(x4, weight, bias, out4, geometry: Geometry) -> None:
     index = _kernels.index_type(x4.size, out4.size, weight.size)
-    plan, first_taps = _depthwise_plan(geometry, numpy.dtype(out4.dtype).name, index)
+    plan, first_taps = _depthwise_plan(geometry, _geometry.dtype_name(out4.dtype), index)
     _launch(plan, (x4, weight, bias, out4, _phase_table(first_taps)))
+
+
+# A forward pass whose output has fewer elements than this (and than
+# WINDOW_MIN_OUTPUT and PACK_MIN_OUTPUT: no padded or packed weight copy) is
+# one launch whose plan depends only on the call's signature; with autotuning
+# off, that launch is remembered whole (_small_forward_launch), so a tiny call
+# costs little more than an allocation and a kernel launch.
+SMALL_FORWARD_MAX_OUTPUT = 1 << 16
+
+
+class _Bound(NamedTuple):
+    """A launch with everything but the call's arrays in place."""
+
+    function: object
+    grid: tuple
+    block: tuple
+    tail: tuple  # the phase table, then the scalars
+    shared: int
+
+
+@functools.lru_cache(maxsize=1024)
+def _small_forward_launch(geometry: Geometry, dtype: str, index: str, precision: str, device: int, highest: str, min_products: int) -> _Bound:
+    """The one launch of a small forward pass (the decisions of forward() and
+    _gemm() for an output below SMALL_FORWARD_MAX_OUTPUT, without autotuning).
+    `device`, `highest` and `min_products` (FLOAT32_HIGHEST,
+    TF32X3_MIN_PRODUCTS) are part of the key: each changes the answer."""
+    if geometry.in_channels_per_group == 1:
+        plan, flat = _depthwise_plan(geometry, dtype, index)
+    else:
+        passes = _passes(dtype, precision, geometry, "forward")
+        plan, flat = _gemm_plan(geometry, "forward", dtype, index, passes, False, _gemm_heuristic(geometry, "forward", passes))
+    function = _function_with_shared(plan.file, plan.name) if plan.shared else _function(plan.file, plan.name)
+    return _Bound(function, (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
 
 
 def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
@@ -456,16 +508,24 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
     CUDA cores.
     """
     with x.device:
-        out4 = _output(out, geometry.output_shape4, x.dtype)
-        if out4.size:
-            x4 = _contiguous4(x, geometry.input_shape4)
-            weight = cupy.ascontiguousarray(weight)
-            bias = cupy.ascontiguousarray(bias) if bias is not None else None
-            if geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
-                _depthwise(x4, weight, bias, out4, geometry)
-            else:
-                _gemm(x4, weight, bias, out4, geometry, "forward", precision)
-        return out4.reshape(geometry.output_shape)
+        # the kernels see pointers only: the output is made in the user's shape
+        y = _output(out, geometry.output_shape, x.dtype)
+        if not y.size:
+            return y
+        x = cupy.ascontiguousarray(x)
+        weight = cupy.ascontiguousarray(weight)
+        bias = cupy.ascontiguousarray(bias) if bias is not None else None
+        if y.size < min(SMALL_FORWARD_MAX_OUTPUT, WINDOW_MIN_OUTPUT, PACK_MIN_OUTPUT) and not _autotune.enabled():
+            index = _kernels.index_type(x.size, y.size, weight.size)
+            bound = _small_forward_launch(
+                geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS
+            )  # fmt: skip
+            bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
+        elif geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
+            _depthwise(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
+        else:
+            _gemm(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, "forward", precision)
+        return y
 
 
 def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out=(None, None, None)):
@@ -535,7 +595,7 @@ def _depthwise_backward_plan(geometry: Geometry, dtype: str, index: str, multipr
 def _depthwise_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, want_weight: bool, out):
     """grad_input and grad_weight (each None unless wanted) of a depthwise
     problem, in one pass over grad_output and x."""
-    dtype = numpy.dtype(gy4.dtype).name
+    dtype = _geometry.dtype_name(gy4.dtype)
     index = _kernels.index_type(x4.size, gy4.size, weight.size)
     launch, workspace_shape, finish = _depthwise_backward_plan(geometry, dtype, index, _multiprocessors())
     grad_input = _output(out[0], geometry.input_shape4, gy4.dtype) if want_input else None
@@ -677,7 +737,7 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
     forward pass uses them too -- grad_weight_taps or grad_weight_window where
     they apply, else grad_weight_mma; else CUDA cores with double sums."""
-    dtype = numpy.dtype(gy4.dtype).name
+    dtype = _geometry.dtype_name(gy4.dtype)
     passes = _passes(dtype, precision, geometry, "grad_weight")
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
     if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:  # empty batch: the sum over nothing
@@ -718,7 +778,7 @@ def _grad_bias(gy4, geometry: Geometry, out=None):
     if geometry.batch * geometry.out_size[0] * geometry.out_size[1] == 0:
         grad[...] = 0
     elif grad.size:
-        partial, workspace_shape, finish = _grad_bias_plan(geometry, numpy.dtype(gy4.dtype).name, _multiprocessors())
+        partial, workspace_shape, finish = _grad_bias_plan(geometry, _geometry.dtype_name(gy4.dtype), _multiprocessors())
         workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
         _launch(partial, (gy4, workspace))
         _launch(finish, (workspace, grad))

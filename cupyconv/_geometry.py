@@ -14,6 +14,7 @@ serve both.  Everything here is pure Python and raises ``TypeError`` or
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 from typing import Optional, Sequence, Tuple
 
@@ -30,6 +31,9 @@ class Geometry:
 
     ``in_size``/``out_size``/``kernel``... are (height, width) pairs; for a 1D
     problem the height entries are 1 (and stride/dilation 1, padding 0).
+    The derived shapes are computed once per object (cached_property writes
+    the instance's __dict__, which a frozen dataclass allows and its
+    equality and hash ignore).
     """
 
     spatial_dims: int  # 1 or 2: what the user called
@@ -46,6 +50,15 @@ class Geometry:
     dilation: Tuple[int, int]
     out_size: Tuple[int, int]
 
+    def __hash__(self) -> int:
+        # Kernel plans are looked up by geometry on every call: hash the
+        # (immutable) fields once.  An explicit __hash__ is kept by dataclass.
+        value = self.__dict__.get("_hash")
+        if value is None:
+            value = hash(tuple(getattr(self, field.name) for field in dataclasses.fields(self)))
+            object.__setattr__(self, "_hash", value)
+        return value
+
     @property
     def in_channels_per_group(self) -> int:
         return self.in_channels // self.groups
@@ -55,15 +68,15 @@ class Geometry:
         return self.out_channels // self.groups
 
     # Shapes in the 2D working form (N, C, H, W) and the user's form.
-    @property
+    @functools.cached_property
     def input_shape4(self) -> Tuple[int, int, int, int]:
         return (self.batch, self.in_channels) + self.in_size
 
-    @property
+    @functools.cached_property
     def output_shape4(self) -> Tuple[int, int, int, int]:
         return (self.batch, self.out_channels) + self.out_size
 
-    @property
+    @functools.cached_property
     def weight_shape4(self) -> Tuple[int, int, int, int]:
         return (self.in_channels, self.out_channels_per_group) + self.kernel
 
@@ -76,7 +89,7 @@ class Geometry:
             shape = shape[1:]
         return shape
 
-    @property
+    @functools.cached_property
     def output_shape(self) -> Tuple[int, ...]:
         return self.user_shape(self.output_shape4)
 
@@ -93,14 +106,35 @@ def output_size(in_size: int, kernel: int, stride: int, padding: int, output_pad
     return (in_size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
 
 
+_KINDS = {}  # array type -> "numpy" or "cupy", for the types seen
+
+
 def _array_kind(name: str, array) -> str:
     """'numpy' or 'cupy' for an array argument; TypeError for anything else."""
-    if isinstance(array, numpy.ndarray):
-        return "numpy"
+    kind = _KINDS.get(type(array))
+    if kind is not None:
+        return kind
     module = type(array).__module__ or ""
-    if module.startswith("cupy") and type(array).__name__ == "ndarray":
-        return "cupy"
-    raise TypeError(f"{name} must be a numpy.ndarray or cupy.ndarray, got {type(array).__module__}.{type(array).__name__}")
+    if isinstance(array, numpy.ndarray):
+        kind = "numpy"
+    elif module.startswith("cupy") and type(array).__name__ == "ndarray":
+        kind = "cupy"
+    else:
+        raise TypeError(f"{name} must be a numpy.ndarray or cupy.ndarray, got {module}.{type(array).__name__}")
+    _KINDS[type(array)] = kind
+    return kind
+
+
+_DTYPE_NAMES = {}  # dtype -> its NumPy name, for the dtypes seen
+
+
+def dtype_name(dtype) -> str:
+    """numpy.dtype(dtype).name, remembered (NumPy derives the name anew on
+    every access, about a microsecond: a tiny call's budget)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = numpy.dtype(dtype).name
+    return name
 
 
 def check_arrays(named_arrays: Sequence[Tuple[str, object]]) -> str:
@@ -108,21 +142,21 @@ def check_arrays(named_arrays: Sequence[Tuple[str, object]]) -> str:
     CuPy, share one supported floating dtype and (for CuPy) one device.
     Returns 'numpy' or 'cupy'."""
     present = [(name, a) for name, a in named_arrays if a is not None]
-    kinds = {name: _array_kind(name, a) for name, a in present}
     first_name, first = present[0]
-    kind = kinds[first_name]
-    for name, _ in present[1:]:
-        if kinds[name] != kind:
+    kind = _array_kind(first_name, first)
+    for name, a in present[1:]:
+        other = _array_kind(name, a)
+        if other != kind:
             raise TypeError(
-                f"{name} is a {kinds[name]}.ndarray but {first_name} is a {kind}.ndarray: "
+                f"{name} is a {other}.ndarray but {first_name} is a {kind}.ndarray: "
                 "pass all arrays from one library (NumPy runs on the CPU, CuPy on the GPU)"
             )
-    dtype = numpy.dtype(first.dtype)
-    if dtype.name not in SUPPORTED_DTYPES:
-        raise TypeError(f"{first_name} must have a floating dtype among {SUPPORTED_DTYPES}, got {dtype.name}")
+    dtype = first.dtype
+    if dtype_name(dtype) not in SUPPORTED_DTYPES:
+        raise TypeError(f"{first_name} must have a floating dtype among {SUPPORTED_DTYPES}, got {dtype_name(dtype)}")
     for name, a in present[1:]:
-        if numpy.dtype(a.dtype) != dtype:
-            raise TypeError(f"{name} has dtype {numpy.dtype(a.dtype).name} but {first_name} has dtype {dtype.name}: they must match")
+        if a.dtype != dtype:
+            raise TypeError(f"{name} has dtype {dtype_name(a.dtype)} but {first_name} has dtype {dtype_name(dtype)}: they must match")
     if kind == "cupy":
         device = first.device.id
         for name, a in present[1:]:
@@ -260,6 +294,33 @@ def make_geometry(
         dilation=tuple(dilation_t),
         out_size=tuple(out_spatial),
     )
+
+
+_make_geometry_remembered = functools.lru_cache(maxsize=1024)(make_geometry)
+
+
+def _plain(value) -> bool:
+    """An int or a tuple of ints, by exact type.  True, 2.0 and [2, 2] equal
+    1, 2 and (2, 2) and hash alike, but make_geometry rejects the first two,
+    so only plain values may take a remembered answer."""
+    if type(value) is int:
+        return True
+    return type(value) is tuple and all(type(v) is int for v in value)
+
+
+def geometry_of(
+    spatial_dims: int, input_shape: Tuple[int, ...], weight_shape: Tuple[int, ...], bias_shape: Optional[Tuple[int, ...]],
+    stride, padding, output_padding, groups, dilation, input_name: str = "input",
+) -> Geometry:  # fmt: skip
+    """make_geometry, remembered for calls whose arguments are plain ints or
+    tuples of ints (shapes are arrays' .shape: tuples of ints).  It is pure,
+    and at 10 us per call the largest host cost of a tiny convolution.  A bad
+    call raises every time (lru_cache keeps no exceptions)."""
+    if _plain(stride) and _plain(padding) and _plain(output_padding) and type(groups) is int and _plain(dilation):
+        return _make_geometry_remembered(
+            spatial_dims, input_shape, weight_shape, bias_shape, stride, padding, output_padding, groups, dilation, input_name
+        )
+    return make_geometry(spatial_dims, input_shape, weight_shape, bias_shape, stride, padding, output_padding, groups, dilation, input_name)
 
 
 def check_grad_output(geometry: Geometry, grad_output_shape: Sequence[int]) -> None:

@@ -205,21 +205,24 @@ def _tile_modes():
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_wide_channels", "2d_groups_dilation")], ids=str)
 def test_every_tile(case, mode, tile, monkeypatch):
     """Each candidate the autotuner times gives correct results (wherever it applies)."""
-    from cupyconv import _cuda
+    from cupyconv import _autotune, _cuda
 
     monkeypatch.setattr(_cuda, "FLOAT32_HIGHEST", "simt")  # float32 "highest" tests the CUDA-core tiles
     used = []
 
     def pick(family, key, candidates, heuristic, launch):
         if tile in candidates:
-            used.append(family)
+            used.append((family, key))
             return tile
         return heuristic
 
+    # with autotuning on, as when the autotuner times the tile (a small
+    # forward pass then goes through _pick instead of its remembered launch)
+    monkeypatch.setattr(_autotune, "enabled", lambda: True)
     monkeypatch.setattr(_cuda, "_pick", pick)
     test_forward(case, mode)
     test_backward(case, mode)
-    assert used
+    assert any("forward" in key for _, key in used), used
 
 
 @pytest.mark.parametrize("case", [c for c in CASES + LARGE_CASES if c.name in ("1d_wide_channels", "2d_wide_channels", "1d_grouped_long")], ids=str)
@@ -247,7 +250,7 @@ def test_float32_highest_as_3xtf32_in_conv_mma_and_grad_weight_mma(case, monkeyp
 def test_every_3xtf32_tile(case, tile, monkeypatch):
     """conv_mma's and grad_weight_mma's 3xTF32 with each of their tiles
     (1d_wide_channels: forward and grad_input; 1d_grouped_long: grad_weight)."""
-    from cupyconv import _cuda
+    from cupyconv import _autotune, _cuda
 
     used = []
 
@@ -257,6 +260,7 @@ def test_every_3xtf32_tile(case, tile, monkeypatch):
             return tile
         return heuristic
 
+    monkeypatch.setattr(_autotune, "enabled", lambda: True)  # as in test_every_tile
     monkeypatch.setattr(_cuda, "_pick", pick)
     test_forward(case, ("float32", "highest"))
     test_backward(case, ("float32", "highest"))
@@ -546,6 +550,34 @@ def test_64_bit_index_kernels(case, monkeypatch):
     )
     for grad, oracle_grad in zip(grads, expected):
         assert relative_error(cupy.asnumpy(grad), oracle_grad) < 1e-5
+
+
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("float16", "highest")], ids=["highest", "tf32", "float16"])
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_vocoder", "2d_depthwise", "2d_groups_dilation")], ids=str)
+def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
+    """A small forward pass is planned once per signature: a repeated call
+    finds its launch remembered, and gives bitwise the result of the full
+    dispatch (which runs with autotuning on, the remembered launch then off)."""
+    from cupyconv import _autotune, _cuda
+
+    dtype_name, precision = mode
+    dtype = numpy_dtype(dtype_name)
+    rng = numpy.random.default_rng(26)
+    x, w, b = (_to_gpu(a, dtype) for a in case.arrays(rng, dtype))
+    fn = _ops(case).forward
+    y_first = fn(x, w, b, **case.kwargs, precision=precision)
+    assert y_first.size < _cuda.SMALL_FORWARD_MAX_OUTPUT
+    before = _cuda._small_forward_launch.cache_info()
+    with poisoned_allocations():
+        y = fn(x, w, b, **case.kwargs, precision=precision)
+    after = _cuda._small_forward_launch.cache_info()
+    assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+    monkeypatch.setattr(_autotune, "enabled", lambda: True)
+    monkeypatch.setattr(_cuda, "_pick", lambda family, key, candidates, heuristic, launch: heuristic)
+    with poisoned_allocations():
+        y_full = fn(x, w, b, **case.kwargs, precision=precision)
+    assert _cuda._small_forward_launch.cache_info() == after
+    assert cupy.array_equal(y, y_full) and cupy.array_equal(y, y_first)
 
 
 def test_non_contiguous_gpu_input():

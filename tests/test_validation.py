@@ -96,3 +96,27 @@ def test_bad_backward_calls_raise():
 def test_per_axis_arguments_accept_lists_and_numpy_ints():
     y = cupyconv.conv_transpose2d(X2, W2, stride=[2, numpy.int64(1)], padding=(numpy.int32(1), 0))
     assert y.shape == (2, 3, 9, 8)
+
+
+def test_remembered_geometry_answers_only_plain_arguments():
+    """geometry_of remembers make_geometry's answers, but True, 2.0 and
+    (1.0,) equal and hash like 1, 2 and (1,): after good calls with the plain
+    values, the lookalikes must still raise."""
+    from cupyconv import _geometry
+
+    first = _geometry.geometry_of(1, X1.shape, (4, 1, 3), None, 1, 0, 0, 2, 1)
+    assert _geometry.geometry_of(1, X1.shape, (4, 1, 3), None, 1, 0, 0, 2, 1) is first  # remembered
+    assert first == _geometry.make_geometry(1, X1.shape, (4, 1, 3), None, 1, 0, 0, 2, 1)
+    cupyconv.conv_transpose1d(X1, W1, stride=(1,), groups=1)
+    for kwargs, message in (
+        (dict(stride=True), "stride must be an int"),
+        (dict(stride=(1.0,)), "stride must be an int"),
+        (dict(groups=1.0), "groups must be an int"),
+        (dict(dilation=(True,)), "dilation must be an int"),
+    ):
+        with pytest.raises(TypeError, match=message):
+            cupyconv.conv_transpose1d(X1, W1, **kwargs)
+    # lists and NumPy ints are not remembered, but work
+    assert _geometry.geometry_of(1, X1.shape, W1.shape, None, [2], numpy.int64(0), 0, 1, 1) == _geometry.geometry_of(
+        1, X1.shape, W1.shape, None, 2, 0, 0, 1, 1
+    )
