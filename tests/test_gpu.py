@@ -552,6 +552,49 @@ def test_64_bit_index_kernels(case, monkeypatch):
         assert relative_error(cupy.asnumpy(grad), oracle_grad) < 1e-5
 
 
+def _tf32_model(bits, ties_to_even: bool):
+    """Finite floats (as uint32 bits) rounded to TF32 (10 mantissa bits) to
+    nearest, the low 13 bits cleared."""
+    low, base = bits & 0x1FFF, bits & ~numpy.uint32(0x1FFF)
+    tie_up = (base & 0x2000) != 0 if ties_to_even else numpy.ones(bits.shape, bool)
+    up = (low > 0x1000) | ((low == 0x1000) & tie_up)
+    return numpy.where(up, base + numpy.uint32(0x2000), base).astype(numpy.uint32)
+
+
+def test_to_tf32_rounds_to_nearest():
+    """mma.cuh's to_tf32, which makes every TF32 and 3xTF32 operand: the float
+    rounded to nearest TF32 with the low 13 bits zero (3xTF32's low part is
+    the float minus that), ties to even on sm_90 (cvt.rn) and away from zero
+    before (cvt.rna); infinities stay, NaN stays NaN."""
+    from cupyconv import _cuda
+
+    code = _kernels.source("mma.cuh") + """
+extern "C" __global__ void round_tf32(const float* x, unsigned* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = to_tf32(x[i]);
+}
+"""
+    kernel = cupy.RawModule(code=code, options=("-std=c++17",)).get_function("round_tf32")
+    rng = numpy.random.default_rng(27)
+    finite = [
+        (rng.standard_normal(20000) * numpy.exp2(rng.integers(-140, 120, 20000))).astype(numpy.float32).view(numpy.uint32),
+        (rng.integers(0, 1 << 18, 4000, dtype=numpy.uint32) << 13) | 0x1000,  # exact ties, both parities, both signs
+        numpy.array([0, 0x80000000, 1, 0x1000, 0x3000, 0x807FFFFF, 0x7F7FFFFF, 0xFF7FF000, 0x7F7FEFFF], numpy.uint32),  # zeros, subnormals, overflow
+    ]
+    finite = numpy.concatenate(finite).astype(numpy.uint32)
+    finite = finite[(finite >> 23) & 0xFF != 0xFF]  # drop the NaN and infinity patterns
+    special = numpy.array([0x7F800000, 0xFF800000, 0x7FFFFFFF, 0x7FC00000, 0xFFFFFFFF, 0x7F800001], numpy.uint32)
+    x = cupy.asarray(numpy.concatenate([finite, special]).view(numpy.float32))
+    y = cupy.empty(x.size, dtype=numpy.uint32)
+    kernel(((x.size + 255) // 256,), (256,), (x, y, numpy.int32(x.size)))
+    y = cupy.asnumpy(y)
+    expected = _tf32_model(finite, ties_to_even=_cuda._compute_capability() >= 90)
+    wrong = numpy.flatnonzero(y[: finite.size] != expected)
+    assert wrong.size == 0, [(hex(finite[i]), hex(y[i]), hex(expected[i])) for i in wrong[:8]]
+    rounded = y[finite.size :].view(numpy.float32)
+    assert list(rounded[:2]) == [numpy.inf, -numpy.inf] and numpy.isnan(rounded[2:]).all(), [hex(v) for v in y[finite.size :]]
+
+
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("float16", "highest")], ids=["highest", "tf32", "float16"])
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_vocoder", "2d_depthwise", "2d_groups_dilation")], ids=str)
 def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):

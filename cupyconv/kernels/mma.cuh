@@ -69,9 +69,17 @@ __device__ __forceinline__ int swizzled_offset(int row, int b) {
 }
 
 // Tensor-core operand registers from float values (which hold exact T values).
+// A float rounded to TF32 (to nearest; the low 13 bits of the result are 0).
+// sm_90 has an instruction for it (cvt.rn, ties to even: F2FP.TF32); on
+// sm_80 cvt.rna (ties away) is emulated with 3 instructions (a NaN/Inf test,
+// an add of half a TF32 ulp, a mask), in every operand of every k-step.
 __device__ __forceinline__ unsigned to_tf32(float v) {
     unsigned r;
+#if __CUDA_ARCH__ >= 900
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+#else
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+#endif
     return r;
 }
 // Two values in one register, `first` in the low half (the lower k index).
