@@ -436,21 +436,22 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
 
 
 @functools.lru_cache(maxsize=1024)
-def _depthwise_plan(geometry: Geometry, dtype: str, index: str) -> Tuple[_Launch, tuple]:
+def _depthwise_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int) -> Tuple[_Launch, tuple]:
     """depthwise_forward over every row of the output, and its tap table."""
     batch, channels_out, out_h, out_w = geometry.output_shape4
     in_h, in_w = geometry.in_size
     chunk = 32 * _kernels.DEPTHWISE_OUTS
     row_chunks = -(-out_w // chunk)
     rows = batch * channels_out * out_h
+    warp_chunks = _kernels.depthwise_warp_chunks(rows, row_chunks, multiprocessors)
     threads = _kernels.DEPTHWISE_THREADS
-    blocks = _blocks_for(-(-rows * row_chunks * 32 // threads))
+    blocks = _blocks_for(-(-rows * -(-row_chunks // warp_chunks) * 32 // threads))
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geometry.kernel, geometry.stride, geometry.padding, geometry.dilation
     scalars = (
         _i32(geometry.out_channels_per_group), _i32(channels_out), _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w),
         _i32(kh), _i32(kw), _i32(sh), _i32(sw), _i32(ph), _i32(pw), _i32(dh), _i32(dw),
         _i32(_kernels.depthwise_tap_step(sh, dh)), _i32(_kernels.depthwise_tap_step(sw, dw)),
-        _i32(row_chunks), _i64(rows),
+        _i32(row_chunks), _i32(warp_chunks), _i64(rows),
     )  # fmt: skip
     name = _kernels.depthwise_name(dtype, index, _kernels.depthwise_taps_w(geometry))
     return _Launch("depthwise.cu", name, blocks, threads, scalars), _kernels.depthwise_first_taps(geometry)
@@ -458,7 +459,7 @@ def _depthwise_plan(geometry: Geometry, dtype: str, index: str) -> Tuple[_Launch
 
 def _depthwise(x4, weight, bias, out4, geometry: Geometry) -> None:
     index = _kernels.index_type(x4.size, out4.size, weight.size)
-    plan, first_taps = _depthwise_plan(geometry, _geometry.dtype_name(out4.dtype), index)
+    plan, first_taps = _depthwise_plan(geometry, _geometry.dtype_name(out4.dtype), index, _multiprocessors())
     _launch(plan, (x4, weight, bias, out4, _phase_table(first_taps)))
 
 
@@ -487,7 +488,7 @@ def _small_forward_launch(geometry: Geometry, dtype: str, index: str, precision:
     `device`, `highest` and `min_products` (FLOAT32_HIGHEST,
     TF32X3_MIN_PRODUCTS) are part of the key: each changes the answer."""
     if geometry.in_channels_per_group == 1:
-        plan, flat = _depthwise_plan(geometry, dtype, index)
+        plan, flat = _depthwise_plan(geometry, dtype, index, _multiprocessors())
     else:
         passes = _passes(dtype, precision, geometry, "forward")
         plan, flat = _gemm_plan(geometry, "forward", dtype, index, passes, False, _gemm_heuristic(geometry, "forward", passes))

@@ -183,6 +183,20 @@ def pack_window_weight(weight, geometry: Geometry, pass_name: str):
 
 DEPTHWISE_OUTS = 4  # outputs per thread (a warp covers 32 * DEPTHWISE_OUTS of a row)
 DEPTHWISE_THREADS = 256
+# A warp walks up to this many consecutive chunks of 32 * DEPTHWISE_OUTS
+# outputs of one row, doing the row's setup once; fewer where the GPU would
+# otherwise have under DEPTHWISE_MIN_WARPS_PER_SM warps per multiprocessor.
+DEPTHWISE_WARP_CHUNKS = 8
+DEPTHWISE_MIN_WARPS_PER_SM = 64
+
+
+def depthwise_warp_chunks(rows: int, row_chunks: int, multiprocessors: int) -> int:
+    """Chunks per warp for depthwise_forward: DEPTHWISE_WARP_CHUNKS, or fewer
+    (down to 1) while the grid would be short of warps."""
+    chunks = DEPTHWISE_WARP_CHUNKS
+    while chunks > 1 and rows * -(-row_chunks // chunks) < DEPTHWISE_MIN_WARPS_PER_SM * multiprocessors:
+        chunks //= 2
+    return max(1, min(chunks, row_chunks))
 
 
 # Bounds on the taps reaching one output along W for which depthwise_forward

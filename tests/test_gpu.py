@@ -552,6 +552,42 @@ def test_64_bit_index_kernels(case, monkeypatch):
         assert relative_error(cupy.asnumpy(grad), oracle_grad) < 1e-5
 
 
+@pytest.fixture
+def depthwise_chunk_runs(monkeypatch):
+    """depthwise_forward with every warp walking runs of up to 3 chunks of a
+    row (the grid-size rule off, so small problems do too); the plans are
+    made afresh before and after.  Returns the chunks per warp each plan took."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_kernels, "DEPTHWISE_WARP_CHUNKS", 3)
+    monkeypatch.setattr(_kernels, "DEPTHWISE_MIN_WARPS_PER_SM", 0)
+    taken, original = [], _kernels.depthwise_warp_chunks
+    monkeypatch.setattr(_kernels, "depthwise_warp_chunks", lambda *args: taken.append(original(*args)) or taken[-1])
+    caches = (_cuda._depthwise_plan, _cuda._small_forward_launch)
+    for cache in caches:
+        cache.cache_clear()
+    yield taken
+    for cache in caches:
+        cache.cache_clear()
+
+
+# Depthwise problems whose output rows span 5 and 11 chunks of 128: runs of 3
+# chunks per warp, the last one cut short by the row's end.
+DEPTHWISE_LONG_ROWS = [
+    LARGE_CASES[0],
+    Case("2d_dw_wide", 2, 2, 3, 3, (3, 5), (4, 300), stride=(1, 2), padding=(1, 2), groups=3),
+]
+
+
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("float16", "highest"), ("float64", "highest")], ids=["float32", "float16", "float64"])
+@pytest.mark.parametrize("case", DEPTHWISE_LONG_ROWS, ids=str)
+def test_depthwise_forward_in_runs_of_chunks(case, mode, depthwise_chunk_runs):
+    """A warp of depthwise_forward does one row's setup for several chunks of
+    it (big problems); every output is still written once, right."""
+    test_forward(case, mode)
+    assert depthwise_chunk_runs == [3], depthwise_chunk_runs
+
+
 def _tf32_model(bits, ties_to_even: bool):
     """Finite floats (as uint32 bits) rounded to TF32 (10 mantissa bits) to
     nearest, the low 13 bits cleared."""

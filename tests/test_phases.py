@@ -656,3 +656,22 @@ def test_float32_highest_takes_3xtf32_on_long_sums_only(monkeypatch):
     assert _cuda._passes("float32", "highest", long, "forward") == 0
     monkeypatch.setattr(_cuda, "_compute_capability", lambda: 75)
     assert _cuda._passes("float16", "highest", long, "forward") == 0
+
+
+@pytest.mark.parametrize("rows, row_chunks", [(1, 1), (3, 11), (4096, 256), (48, 11), (100000, 3)])
+def test_depthwise_runs_of_chunks_cover_each_chunk_once(rows, row_chunks):
+    """depthwise_forward's warps (work -> row, chunks [first, end)) cover every
+    chunk of every row once, with the runs depthwise_warp_chunks picks; runs
+    shrink only while the grid is short of warps."""
+    multiprocessors = 132
+    warp_chunks = _kernels.depthwise_warp_chunks(rows, row_chunks, multiprocessors)
+    assert 1 <= warp_chunks <= min(_kernels.DEPTHWISE_WARP_CHUNKS, row_chunks)
+    row_warps = -(-row_chunks // warp_chunks)
+    if warp_chunks < min(_kernels.DEPTHWISE_WARP_CHUNKS, row_chunks):
+        assert rows * -(-row_chunks // (2 * warp_chunks)) < _kernels.DEPTHWISE_MIN_WARPS_PER_SM * multiprocessors
+    seen = numpy.zeros((min(rows, 64), row_chunks), dtype=int)
+    for work in range(min(rows, 64) * row_warps):
+        row, first = divmod(work, row_warps)
+        first *= warp_chunks
+        seen[row, first : min(first + warp_chunks, row_chunks)] += 1
+    assert (seen == 1).all()
