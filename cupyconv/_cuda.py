@@ -204,12 +204,14 @@ def _function_with_shared(filename: str, name: str):
     return function
 
 
+def _kernel_function(plan: _Launch):
+    """The compiled kernel of a plan (allowed the device's largest dynamic
+    shared memory where the plan uses any)."""
+    return _function_with_shared(plan.file, plan.name) if plan.shared else _function(plan.file, plan.name)
+
+
 def _launch(plan: _Launch, arrays: tuple) -> None:
-    if plan.shared:
-        function = _function_with_shared(plan.file, plan.name)
-        function((plan.blocks,), (plan.threads,), arrays + plan.scalars, shared_mem=plan.shared)
-    else:
-        _function(plan.file, plan.name)((plan.blocks,), (plan.threads,), arrays + plan.scalars)
+    _kernel_function(plan)((plan.blocks,), (plan.threads,), arrays + plan.scalars, shared_mem=plan.shared)
 
 
 @cupy.memoize(for_each_device=True)
@@ -492,8 +494,7 @@ def _small_forward_launch(geometry: Geometry, dtype: str, index: str, precision:
     else:
         passes = _passes(dtype, precision, geometry, "forward")
         plan, flat = _gemm_plan(geometry, "forward", dtype, index, passes, False, _gemm_heuristic(geometry, "forward", passes))
-    function = _function_with_shared(plan.file, plan.name) if plan.shared else _function(plan.file, plan.name)
-    return _Bound(function, (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
+    return _Bound(_kernel_function(plan), (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
 
 
 def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):

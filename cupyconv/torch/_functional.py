@@ -14,7 +14,6 @@ Layers, outermost first:
   anything else.
 """
 
-import functools
 import operator
 from typing import List, Optional, Sequence, Tuple
 
@@ -85,15 +84,14 @@ def _check_same(input: torch.Tensor, named: Sequence[Tuple[str, Optional[torch.T
             raise ArgumentError(f"{name} has dtype {tensor.dtype} but input has dtype {input.dtype}: they must match")
 
 
-# make_geometry is pure: remember its answers for the real (eager) calls,
-# whose shapes are plain ints.  Fake tensors may carry symbolic sizes, which
-# do not hash, so the fake implementations call it directly.
-_cached_geometry = functools.lru_cache(maxsize=1024)(_geometry.make_geometry)
+# Real (eager) calls take geometry_of, which remembers make_geometry's
+# answers for plain int arguments and shapes.  Fake tensors may carry symbolic
+# sizes, which do not hash, so the fake implementations call make_geometry.
 
 
 def _geometry_of(input, weight, bias, stride, padding, output_padding, groups, dilation, fake=False) -> _geometry.Geometry:
     """cupyconv's checks of every shape and size, raising ArgumentError."""
-    make = _geometry.make_geometry if fake else _cached_geometry
+    make = _geometry.make_geometry if fake else _geometry.geometry_of
     try:
         return make(
             len(stride), tuple(input.shape), tuple(weight.shape), None if bias is None else tuple(bias.shape),
