@@ -437,6 +437,79 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
     launch(_pick("conv_mma" if passes else "conv_gemm", (dtype, pass_name, index, passes, packed, geometry), candidates, heuristic, launch))
 
 
+# conv_direct runs the forward pass where an output sums at most this many
+# products on average (by the storage dtype) and the output has at least
+# DIRECT_MIN_OUTPUT elements: there the passes are bound by writing the
+# output, and conv_direct writes it once, in order, where the polyphase GEMMs
+# write one strided lattice per phase.  Smaller outputs keep the small-call
+# launch (no packed weight copy).  Measured on H100 (perf notes v10): P5
+# (11.5 products) in float32 takes 0.83-0.91 ms against conv_gemm's 1.64-1.79;
+# P4 (48) and P3 (40) are faster on the GEMMs; in float16 and bfloat16 the
+# tensor-core GEMMs are as fast on P5 (0.89-0.91 ms against 0.92-0.97), so
+# the 16-bit types never take it (0: every real problem sums some products).
+DIRECT_MAX_PRODUCTS = {"float32": 16, "float64": 16, "float16": 0, "bfloat16": 0}
+DIRECT_MIN_OUTPUT = 1 << 16
+
+
+@functools.lru_cache(maxsize=1024)
+def _direct_plan(geometry: Geometry, dtype: str, index: str, tile, max_shared: int, multiprocessors: int):
+    """conv_direct's launch with `tile`, or None where it does not fit (a
+    class of rows with too many H taps, a tile's input rows too long, or too
+    little shared memory)."""
+    layout = _kernels.direct_layout(geometry, tile, dtype)
+    if layout is None or layout[3] > max_shared:
+        return None
+    cp, span, th_max, shared = layout
+    batch, _, in_h, in_w = geometry.input_shape4
+    _, _, out_h, out_w = geometry.output_shape4
+    out_channels = geometry.out_channels_per_group
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geometry.kernel, geometry.stride, geometry.padding, geometry.dilation
+    w_tiles = -(-out_w // (sw * cp))
+    m_tiles = -(-out_channels // tile.bm)
+    per_block = _kernels.direct_tiles_per_block(out_h * w_tiles * m_tiles * batch * geometry.groups, multiprocessors)
+    chunks = -(-(-(-out_h // sh) * w_tiles) // per_block)
+    blocks = _blocks_for(chunks * sh * m_tiles * batch * geometry.groups)
+    scalars = (
+        _i32(batch), _i32(geometry.groups), _i32(geometry.in_channels_per_group), _i32(out_channels), _i32(m_tiles * tile.bm),
+        _i32(in_h), _i32(in_w), _i32(out_h), _i32(out_w),
+        _i32(kh), _i32(kw), _i32(sh), _i32(sw), _i32(ph), _i32(pw), _i32(dh), _i32(dw),
+        _i32(th_max), _i32(cp), _i32(span), _i32(w_tiles), _i32(m_tiles), _i32(per_block), _i32(chunks),
+    )  # fmt: skip
+    return _Launch("conv_direct.cu", _kernels.direct_name(dtype, index, tile), blocks, _kernels.DIRECT_THREADS, scalars, shared)
+
+
+def _direct_weight(weight, geometry: Geometry, tile):
+    """The weight as conv_direct reads it: (groups, KH, KW, C, M padded to the
+    tile) in the accumulator type (float64 for float64, float32 otherwise)."""
+    view = _kernels.pack_direct_weight(weight, geometry)
+    m_pad = -(-view.shape[4] // tile.bm) * tile.bm
+    packed = cupy.zeros(view.shape[:4] + (m_pad,), dtype=numpy.float64 if weight.dtype == numpy.float64 else numpy.float32)
+    packed[..., : view.shape[4]] = view
+    return packed
+
+
+def _direct(x4, weight, bias, out4, geometry: Geometry) -> bool:
+    """Runs the forward pass with conv_direct if it applies; False if not."""
+    dtype = _geometry.dtype_name(out4.dtype)
+    if out4.size < DIRECT_MIN_OUTPUT or _products_per_output(geometry, "forward") > DIRECT_MAX_PRODUCTS[dtype]:
+        return False
+    index = _kernels.index_type(x4.size, out4.size, weight.size)
+    max_shared, multiprocessors = _max_shared(), _multiprocessors()
+    heuristic = _kernels.pick_tile(_kernels.DIRECT_TILES, geometry.out_channels_per_group)
+    if _direct_plan(geometry, dtype, index, heuristic, max_shared, multiprocessors) is None:
+        return False
+
+    def launch(tile):
+        plan = _direct_plan(geometry, dtype, index, tile, max_shared, multiprocessors)
+        _launch(plan, (x4, _direct_weight(weight, geometry, tile), bias, out4))
+
+    fitting = () if not _autotune.enabled() else tuple(
+        t for t in _kernels.DIRECT_TILES if _direct_plan(geometry, dtype, index, t, max_shared, multiprocessors)
+    )  # fmt: skip
+    launch(_pick("conv_direct", (dtype, index, geometry), fitting, heuristic, launch))
+    return True
+
+
 @functools.lru_cache(maxsize=1024)
 def _depthwise_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int) -> Tuple[_Launch, tuple]:
     """depthwise_forward over every row of the output, and its tap table."""
@@ -506,8 +579,9 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
     input channel per group) run a stencil kernel that accumulates in float32
     (float64 for float64) in every mode.  Large 1D problems on tensor cores
     run conv_window (see WINDOW_MIN_OUTPUT), float32 "highest" included (as
-    3xTF32, FLOAT32_HIGHEST); others conv_gemm/conv_mma, float32 "highest" on
-    CUDA cores.
+    3xTF32, FLOAT32_HIGHEST); large problems whose outputs sum few products
+    run conv_direct (DIRECT_MAX_PRODUCTS); others conv_gemm/conv_mma, float32
+    "highest" on CUDA cores.
     """
     with x.device:
         # the kernels see pointers only: the output is made in the user's shape
@@ -525,7 +599,7 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
         elif geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
             _depthwise(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
-        else:
+        elif not _direct(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry):
             _gemm(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, "forward", precision)
         return y
 

@@ -181,6 +181,95 @@ def pack_window_weight(weight, geometry: Geometry, pass_name: str):
     return pack_gemm_weight(weight, geometry, pass_name).transpose(0, 1, 3, 2)
 
 
+class DirectTile(NamedTuple):
+    """A conv_direct block: BM output channels (8 channel threads of BM / 8
+    each) by 32 column threads, each taking TN consecutive columns of one
+    phase at a time."""
+
+    bm: int
+    tn: int
+
+
+DIRECT_TILES = (DirectTile(16, 8), DirectTile(32, 4), DirectTile(64, 4))
+DIRECT_THREADS = 256
+DIRECT_MAX_H_TAPS = 16  # conv_direct.cu keeps a row's H taps in arrays of 16
+DIRECT_STAGE_BYTES = 80 * 1024  # the most shared memory the output tile may take
+DIRECT_MAX_SLOT_GROUPS = 8  # CP is 4 * TN * k for k up to this
+DIRECT_HEADER_BYTES = 144  # conv_direct.cu: the class's H taps, ahead of the arrays
+DIRECT_FETCH = 8  # conv_direct.cu: input values a thread fetches per tile, at most
+DIRECT_MAX_TILES_PER_BLOCK = 16
+DIRECT_MIN_BLOCKS_PER_SM = 8  # tiles per block shrink (to 1) to keep at least this many blocks per multiprocessor
+
+
+def direct_name(dtype: str, index: str, tile: DirectTile) -> str:
+    return f"conv_direct<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.tn}>"
+
+
+def direct_tiles_per_block(tiles: int, multiprocessors: int) -> int:
+    """Tiles a conv_direct block walks (its weight staged once): up to
+    DIRECT_MAX_TILES_PER_BLOCK, fewer while the grid would have under
+    DIRECT_MIN_BLOCKS_PER_SM blocks per multiprocessor."""
+    return max(1, min(DIRECT_MAX_TILES_PER_BLOCK, tiles // (DIRECT_MIN_BLOCKS_PER_SM * multiprocessors)))
+
+
+def pack_direct_weight(weight, geometry: Geometry):
+    """A view of `weight` ordered (groups, KH, KW, C, M), conv_direct's
+    layout before M is padded to the tile."""
+    k = geometry
+    w = weight.reshape(k.groups, k.in_channels_per_group, k.out_channels_per_group, k.kernel[0], k.kernel[1])
+    return w.transpose(0, 3, 4, 1, 2)
+
+
+def direct_h_taps(geometry: Geometry) -> int:
+    """The most H taps any output row of the forward pass has (input bounds
+    ignored)."""
+    kernel, stride, padding, dilation = geometry.kernel[0], geometry.stride[0], geometry.padding[0], geometry.dilation[0]
+    return max(sum((r + padding - k * dilation) % stride == 0 for k in range(kernel)) for r in range(stride))
+
+
+def direct_layout(geometry: Geometry, tile: DirectTile, dtype: str):
+    """(cp, span, th_max, shared bytes) of conv_direct with `tile`, or None
+    where a row has more H taps than the kernel holds, or a tile's input rows
+    more values than its threads fetch (256 * DIRECT_FETCH).
+
+    CP (columns per phase slot) is 4 * TN * k, so that a warp's 4 column
+    threads stay in one slot; k is chosen for the best product of two
+    efficiencies: the column groups' share of the last round of 32 column
+    threads, and the output columns' share of the tiles covering them (with
+    the output tile within DIRECT_STAGE_BYTES, and the tile's input rows
+    within what its threads fetch)."""
+    th_max = direct_h_taps(geometry)
+    if th_max > DIRECT_MAX_H_TAPS:
+        return None
+    acc = 8 if dtype == "float64" else 4
+    kernel_w, stride_w, pad_w, dil_w = geometry.kernel[1], geometry.stride[1], geometry.padding[1], geometry.dilation[1]
+    out_w = geometry.out_size[1]
+    channels = geometry.in_channels_per_group
+
+    def span_of(bw):
+        return (bw - 1 + pad_w) // stride_w - (pad_w - (kernel_w - 1) * dil_w) // stride_w + 1
+
+    best, best_score = None, -1.0
+    for k in range(1, DIRECT_MAX_SLOT_GROUPS + 1):
+        cp = 4 * tile.tn * k
+        bw = stride_w * cp
+        if th_max * channels * span_of(bw) > DIRECT_THREADS * DIRECT_FETCH:
+            break
+        if k > 1 and tile.bm * (bw + 1) * acc > DIRECT_STAGE_BYTES:
+            break
+        groups = bw // tile.tn
+        rounds = -(-groups // 32)
+        score = groups / (rounds * 32) * out_w / (-(-out_w // bw) * bw)
+        if score > best_score + 1e-9:
+            best, best_score = cp, score
+    if best is None:
+        return None
+    bw = stride_w * best
+    span = span_of(bw)
+    shared = DIRECT_HEADER_BYTES + acc * (th_max * kernel_w * channels * tile.bm + th_max * channels * span + tile.bm * (bw + 1))
+    return best, span, th_max, shared
+
+
 DEPTHWISE_OUTS = 4  # outputs per thread (a warp covers 32 * DEPTHWISE_OUTS of a row)
 DEPTHWISE_THREADS = 256
 # A warp walks up to this many consecutive chunks of 32 * DEPTHWISE_OUTS
@@ -451,6 +540,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                 names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TUNE_TILES]
             if dtype == "float32":
                 names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t, 3)) for t in MMA_TILES]
+            names += [("conv_direct.cu", direct_name(dtype, index, t)) for t in DIRECT_TILES]
             names += [("depthwise.cu", depthwise_name(dtype, index, taps)) for taps in DEPTHWISE_TAPS_W]
             names += [("depthwise.cu", depthwise_backward_name(dtype, index, taps)) for taps in DEPTHWISE_BACKWARD_TAPS]
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]

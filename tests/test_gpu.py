@@ -187,6 +187,7 @@ def test_packed_weight(case, mode, monkeypatch):
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "PACK_MIN_OUTPUT", 0)
+    _no_direct(monkeypatch)
     test_forward(case, mode)
     test_backward(case, mode)
 
@@ -208,6 +209,7 @@ def test_every_tile(case, mode, tile, monkeypatch):
     from cupyconv import _autotune, _cuda
 
     monkeypatch.setattr(_cuda, "FLOAT32_HIGHEST", "simt")  # float32 "highest" tests the CUDA-core tiles
+    _no_direct(monkeypatch)
     used = []
 
     def pick(family, key, candidates, heuristic, launch):
@@ -272,6 +274,14 @@ def test_every_3xtf32_tile(case, tile, monkeypatch):
 TENSOR_CORE_MODES = [m for m in MODES if m[0] != "float64"]
 
 
+def _no_direct(monkeypatch):
+    """Keep conv_direct off, so that the forward pass of a case with few
+    products per output reaches the kernel a test is after."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "DIRECT_MAX_PRODUCTS", dict.fromkeys(_cuda.DIRECT_MAX_PRODUCTS, -1))
+
+
 def _spy(monkeypatch, name, record):
     """Run _cuda.<name> (conv_window's or grad_weight_window's dispatcher) on
     small problems too; returns a list of record(arguments) for the calls it
@@ -280,6 +290,7 @@ def _spy(monkeypatch, name, record):
 
     monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
     monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 0)  # float32 "highest": their 3xTF32 on short sums too
+    _no_direct(monkeypatch)
     ran, original = [], getattr(_cuda, name)
 
     def spy(*args):
@@ -313,6 +324,8 @@ def _force_tile(monkeypatch, family, tile):
 
     monkeypatch.setattr(_autotune, "enabled", lambda: True)
     monkeypatch.setattr(_cuda, "_pick", pick)
+    if family != "conv_direct":
+        _no_direct(monkeypatch)
     return picked
 
 
@@ -657,6 +670,90 @@ def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
         y_full = fn(x, w, b, **case.kwargs, precision=precision)
     assert _cuda._small_forward_launch.cache_info() == after
     assert cupy.array_equal(y, y_full) and cupy.array_equal(y, y_first)
+
+
+# conv_direct, forced onto every case (small calls included): a row tail of
+# channels in each tile, a long row (several column tiles), strides 1 to 6,
+# groups, no bias, a 2D P5-like stride-5 problem and a P4-like 1D one.
+DIRECT_CASES = CASES + LARGE_CASES + [
+    Case("2d_s5_d2_tall", 2, 2, 8, 40, (3, 3), (12, 70), stride=5, padding=1, dilation=2),
+    Case("1d_s2_d2_long", 1, 2, 12, 70, (3,), (700,), stride=2, padding=1, dilation=2, bias=False),
+    Case("1d_s3_k7_g3", 1, 2, 9, 12, (7,), (300,), stride=3, padding=4, output_padding=2, groups=3),
+]
+
+
+def _spy_direct(monkeypatch):
+    """conv_direct on every forward pass, small ones included; returns the
+    geometries it ran."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "DIRECT_MAX_PRODUCTS", dict.fromkeys(_cuda.DIRECT_MAX_PRODUCTS, 10**9))
+    monkeypatch.setattr(_cuda, "DIRECT_MIN_OUTPUT", 0)
+    monkeypatch.setattr(_cuda, "SMALL_FORWARD_MAX_OUTPUT", 0)
+    ran, original = [], _cuda._direct_plan
+
+    def spy(geometry, *args):
+        plan = original(geometry, *args)
+        if plan is not None:
+            ran.append(geometry)
+        return plan
+
+    monkeypatch.setattr(_cuda, "_direct_plan", spy)
+    return ran
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=str)
+def test_direct_kernel(case, mode, monkeypatch):
+    """conv_direct's forward pass in every dtype and mode, against float64."""
+    ran = _spy_direct(monkeypatch)
+    test_forward(case, mode)
+    if case.batch != 0 and case.in_channels != case.groups:  # empty outputs launch nothing; depthwise has its stencil
+        assert ran, "conv_direct did not run"
+
+
+@pytest.fixture
+def direct_tiles_per_block(monkeypatch):
+    """Sets the tiles each conv_direct block walks; its plans are made afresh
+    before and after."""
+    from cupyconv import _cuda
+
+    plans = _cuda._direct_plan  # the cached function, before any spy wraps it
+
+    def use(per_block):
+        monkeypatch.setattr(_kernels, "direct_tiles_per_block", lambda tiles, multiprocessors: per_block)
+        plans.cache_clear()
+
+    yield use
+    plans.cache_clear()
+
+
+@pytest.mark.parametrize("per_block", [1, 3])
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("bfloat16", "highest")], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("case", [c for c in DIRECT_CASES if c.name in ("2d_s5_d2_tall", "1d_s2_d2_long", "2d_per_axis", "1d_s3_k7_g3")], ids=str)
+def test_direct_blocks_of_several_tiles(case, mode, per_block, monkeypatch, direct_tiles_per_block):
+    """Blocks of 1 tile and of 3 (runs that cross rows and end mid-class)."""
+    ran = _spy_direct(monkeypatch)
+    direct_tiles_per_block(per_block)
+    test_forward(case, mode)
+    assert ran
+
+
+@pytest.mark.parametrize("tile", _kernels.DIRECT_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("float16", "highest"), ("float64", "highest")], ids=["float32", "float16", "float64"])
+@pytest.mark.parametrize("case", [c for c in DIRECT_CASES if c.name in ("1d_mid_channels", "2d_s5_d2_tall", "1d_s3_k7_g3")], ids=str)
+def test_every_direct_tile(case, mode, tile, monkeypatch):
+    ran, picked = _spy_direct(monkeypatch), _force_tile(monkeypatch, "conv_direct", tile)
+    test_forward(case, mode)
+    assert ran and picked, "the tile under test did not run"
+
+
+@pytest.mark.parametrize("case", [c for c in DIRECT_CASES if c.name in ("2d_s5_d2_tall", "1d_s3_k7_g3")], ids=str)
+def test_direct_64_bit_index(case, monkeypatch):
+    ran = _spy_direct(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(case, ("float32", "highest"))
+    assert ran
 
 
 def test_non_contiguous_gpu_input():

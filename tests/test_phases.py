@@ -675,3 +675,108 @@ def test_depthwise_runs_of_chunks_cover_each_chunk_once(rows, row_chunks):
         first *= warp_chunks
         seen[row, first : min(first + warp_chunks, row_chunks)] += 1
     assert (seen == 1).all()
+
+
+def interpret_direct(x4, w, bias, geometry, tile, dtype, per_block):
+    """conv_direct (kernels/conv_direct.cu) block by block in NumPy: each
+    block's row class, its H taps and staged weight (from the packed copy),
+    its run of tiles, each tile's input rows (zero outside the input), each
+    column group's slot, W taps and input columns, and the in-order write of
+    the tile.  Asserts that every read stays inside what was staged."""
+    cp, span, th_max, _ = _kernels.direct_layout(geometry, tile, dtype)
+    batch, _, in_h, in_w = x4.shape
+    _, _, out_h, out_w = geometry.output_shape4
+    C, M, G = geometry.in_channels_per_group, geometry.out_channels_per_group, geometry.groups
+    (KH, KW), (sh, sw), (ph, pw), (dh, dw) = geometry.kernel, geometry.stride, geometry.padding, geometry.dilation
+    bw, bm, tn = sw * cp, tile.bm, tile.tn
+    assert cp % (4 * tn) == 0, "a warp's 4 column threads share one slot"
+    assert th_max * C * span <= _kernels.DIRECT_THREADS * _kernels.DIRECT_FETCH
+    w_tiles, m_tiles = -(-out_w // bw), -(-M // bm)
+    view = _kernels.pack_direct_weight(w, geometry)
+    packed = numpy.zeros(view.shape[:4] + (m_tiles * bm,))
+    packed[..., :M] = view
+    chunks = -(-(-(-out_h // sh) * w_tiles) // per_block)
+    out = numpy.full(geometry.output_shape4, numpy.nan)
+    writes = numpy.zeros(geometry.output_shape4, dtype=numpy.int64)
+    for block in range(chunks * sh * m_tiles * batch * G):
+        block, chunk = divmod(block, chunks)
+        block, row_class = divmod(block, sh)
+        block, m_tile = divmod(block, m_tiles)
+        g, n = divmod(block, batch)
+        class_rows = (out_h - 1 - row_class) // sh + 1 if row_class < out_h else 0
+        first, end = chunk * per_block, min((chunk + 1) * per_block, class_rows * w_tiles)
+        m0 = m_tile * bm
+        live = min(bm, M - m0)
+        kh_list = [kh for kh in range(KH) if (row_class + ph - kh * dh) % sh == 0][:th_max]
+        ws = packed[g][kh_list][:, :, :, m0 : m0 + bm]  # (t, kw, c, m)
+        for f in range(first, end):
+            oh, ow0 = row_class + sh * (f // w_tiles), (f % w_tiles) * bw
+            iw_lo = (ow0 + pw - (KW - 1) * dw) // sw
+            iw = iw_lo + numpy.arange(span)
+            xs = numpy.zeros((len(kh_list), C, span))
+            for t, kh in enumerate(kh_list):
+                assert (oh + ph - kh * dh) % sh == 0
+                ih = (oh + ph - kh * dh) // sh
+                inside = (iw >= 0) & (iw < in_w)
+                if 0 <= ih < in_h:
+                    xs[t][:, inside] = x4[n, g * C : (g + 1) * C, ih][:, iw[inside]]
+            stage = numpy.full((bm, bw), numpy.nan)
+            for grp in range(bw // tn):
+                slot, j0 = divmod(grp * tn, cp)
+                ow_first = ow0 + slot + sw * j0
+                acc = numpy.zeros((bm, tn))
+                for t in range(len(kh_list)):
+                    for kw in range(KW):
+                        num = ow_first + pw - kw * dw
+                        if num % sw:
+                            continue
+                        u0 = num // sw - iw_lo
+                        assert 0 <= u0 and u0 + tn <= span, "reads stay inside the staged input"
+                        acc += ws[t, kw].T @ xs[t, :, u0 : u0 + tn]
+                columns = slot + sw * (j0 + numpy.arange(tn))
+                assert (columns < bw).all()
+                stage[:, columns] = acc
+            cols = min(bw, out_w - ow0)
+            channels = slice(g * M + m0, g * M + m0 + live)
+            out[n, channels, oh, ow0 : ow0 + cols] = stage[:live, :cols] + (bias[channels, None] if bias is not None else 0)
+            writes[n, channels, oh, ow0 : ow0 + cols] += 1
+    return out, writes
+
+
+_DIRECT_CASES = CASES + [c for c in WINDOW_CASES if c.name in ("1d_win_s2_d2", "1d_win_fold32")]
+
+
+@pytest.mark.parametrize("per_block", [1, 3])
+@pytest.mark.parametrize("tile", _kernels.DIRECT_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("case", _DIRECT_CASES, ids=str)
+def test_direct_forward_computes_conv_transpose(case, tile, per_block):
+    rng = numpy.random.default_rng(14)
+    x, w, b = case.arrays(rng)
+    geometry = _geometry_of(case)
+    if _kernels.direct_layout(geometry, tile, "float32") is None:
+        pytest.skip("conv_direct does not take this case (too many H taps, or input rows longer than a tile fetches)")
+    out, writes = interpret_direct(x.reshape(geometry.input_shape4), w, b, geometry, tile, "float32", per_block)
+    fn = F.conv_transpose1d if case.dims == 1 else F.conv_transpose2d
+    bt = None if b is None else torch.from_numpy(b)
+    expected = fn(torch.from_numpy(x), torch.from_numpy(w), bt, **case.kwargs).numpy().reshape(geometry.output_shape4)
+    assert (writes == 1).all(), "every output element is written exactly once"
+    numpy.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_direct_layout_keeps_warps_in_one_phase_and_the_tile_in_budget():
+    """CP is a multiple of a warp's 4 * TN columns for every stride, the
+    output tile stays within DIRECT_STAGE_BYTES (CP = 4 * TN at least), and
+    the benchmark problems P4 and P5 get the tiles the notes describe."""
+    for stride in range(1, 12):
+        for tile in _kernels.DIRECT_TILES:
+            g = _geometry.make_geometry(1, (2, 8, 300), (8, 16, 3), None, stride, 1, 0, 1, 2)
+            cp, span, th_max, shared = _kernels.direct_layout(g, tile, "float32")
+            assert cp % (4 * tile.tn) == 0 and th_max == 1
+            assert cp == 4 * tile.tn or tile.bm * (stride * cp + 1) * 4 <= _kernels.DIRECT_STAGE_BYTES
+            assert span >= (stride * cp) // stride
+    p5 = _geometry.make_geometry(2, (16, 32, 64, 128), (32, 64, 3, 3), None, 5, 1, 0, 1, 2)
+    cp, span, th_max, shared = _kernels.direct_layout(p5, _kernels.DirectTile(64, 4), "float32")
+    assert (cp, span, th_max) == (48, 50, 1)
+    assert shared == _kernels.DIRECT_HEADER_BYTES + 4 * (th_max * 3 * 32 * 64 + th_max * 32 * span + 64 * (5 * cp + 1))
+    p4 = _geometry.make_geometry(1, (16, 32, 131072), (32, 64, 3), None, 2, 1, 0, 1, 2)
+    assert _kernels.direct_layout(p4, _kernels.DirectTile(64, 4), "float32")[:3] == (48, 51, 1)
