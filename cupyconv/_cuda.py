@@ -443,7 +443,7 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
 # output, and conv_direct writes it once, in order, where the polyphase GEMMs
 # write one strided lattice per phase.  Smaller outputs keep the small-call
 # launch (no packed weight copy).  Measured on H100 (perf notes v10): P5
-# (11.5 products) in float32 takes 0.83-0.91 ms against conv_gemm's 1.64-1.79;
+# (11.5 products) in float32 takes 0.77-0.91 ms against conv_gemm's 1.52-1.79;
 # P4 (48) and P3 (40) are faster on the GEMMs; in float16 and bfloat16 the
 # tensor-core GEMMs are as fast on P5 (0.89-0.91 ms against 0.92-0.97), so
 # the 16-bit types never take it (0: every real problem sums some products).

@@ -41,3 +41,15 @@ def test_every_instantiation_compiles(arch, filename, names):
 def test_sources_inline_their_headers():
     text = _kernels.source("conv_gemm.cu")
     assert "#include" not in text and "struct AxisPhase" in text
+
+
+def test_conv_direct_constants_match_the_host():
+    """The sizes conv_direct.cu and _kernels.direct_layout must agree on."""
+    import re
+
+    text = _kernels.source("conv_direct.cu")
+    found = dict(re.findall(r"constexpr int (DIRECT_\w+) = (\d+);", text))
+    assert int(found["DIRECT_HEADER_BYTES"]) == _kernels.DIRECT_HEADER_BYTES
+    assert int(found["DIRECT_FETCH"]) == _kernels.DIRECT_FETCH
+    assert "int* s_nth = s_kh + 16;" in text and _kernels.DIRECT_MAX_H_TAPS == 16
+    assert _kernels.DIRECT_HEADER_BYTES >= 4 * (16 + 1) and _kernels.DIRECT_HEADER_BYTES % 16 == 0

@@ -44,7 +44,7 @@
 // th_max * C * span <= 256 * DIRECT_FETCH).
 #include "common.cuh"
 
-constexpr int DIRECT_HEADER_BYTES = 144;  // 33 ints, rounded up to 16 bytes (_kernels.DIRECT_HEADER_BYTES)
+constexpr int DIRECT_HEADER_BYTES = 144;  // 17 ints (H taps, count), with room to spare, 16-byte aligned (_kernels.DIRECT_HEADER_BYTES)
 constexpr int DIRECT_FETCH = 8;           // input values per thread per tile, at most (_kernels.DIRECT_FETCH)
 
 __device__ __forceinline__ int floor_div(int a, int b) {  // b > 0
