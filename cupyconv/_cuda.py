@@ -483,7 +483,10 @@ def _direct_weight(weight, geometry: Geometry, tile):
     tile) in the accumulator type (float64 for float64, float32 otherwise)."""
     view = _kernels.pack_direct_weight(weight, geometry)
     m_pad = -(-view.shape[4] // tile.bm) * tile.bm
-    packed = cupy.zeros(view.shape[:4] + (m_pad,), dtype=numpy.float64 if weight.dtype == numpy.float64 else numpy.float32)
+    acc = numpy.float64 if weight.dtype == numpy.float64 else numpy.float32
+    if m_pad == view.shape[4]:  # one copy, no zero fill
+        return cupy.ascontiguousarray(view, dtype=acc)
+    packed = cupy.zeros(view.shape[:4] + (m_pad,), dtype=acc)
     packed[..., : view.shape[4]] = view
     return packed
 
