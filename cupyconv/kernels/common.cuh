@@ -55,15 +55,20 @@ struct ValueTraits<bfloat16_t> {
         return __uint_as_float(static_cast<unsigned>(v.bits) << 16);
     }
     static __device__ __forceinline__ bfloat16_t from_acc(float f) {
+        bfloat16_t b;
+#if __CUDA_ARCH__ >= 800
+        // One instruction (round to nearest even; NaN stays NaN).
+        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.bits) : "f"(f));
+#else
         // Round to nearest even on the raw bits; NaN stays a quiet NaN.
         unsigned u = __float_as_uint(f);
-        bfloat16_t b;
         if ((u & 0x7fffffffu) > 0x7f800000u) {
             b.bits = static_cast<unsigned short>((u >> 16) | 0x0040u);
         } else {
             u += 0x7fffu + ((u >> 16) & 1u);
             b.bits = static_cast<unsigned short>(u >> 16);
         }
+#endif
         return b;
     }
 };
