@@ -438,17 +438,30 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
 
 
 # conv_direct runs the forward pass where an output sums at most this many
-# products on average (by the storage dtype) and the output has at least
-# DIRECT_MIN_OUTPUT elements: there the passes are bound by writing the
-# output, and conv_direct writes it once, in order, where the polyphase GEMMs
-# write one strided lattice per phase.  Smaller outputs keep the small-call
-# launch (no packed weight copy).  Measured on H100 (perf notes v10): P5
-# (11.5 products) in float32 takes 0.77-0.91 ms against conv_gemm's 1.52-1.79;
-# P4 (48) and P3 (40) are faster on the GEMMs; in float16 and bfloat16 the
-# tensor-core GEMMs are as fast on P5 (0.89-0.91 ms against 0.92-0.97), so
-# the 16-bit types never take it (0: every real problem sums some products).
-DIRECT_MAX_PRODUCTS = {"float32": 16, "float64": 16, "float16": 0, "bfloat16": 0}
+# products on average and the output has at least DIRECT_MIN_OUTPUT
+# elements: there the passes are bound by writing the output, and conv_direct
+# writes it once, in order, where the polyphase GEMMs write one strided
+# lattice per phase.  Smaller outputs keep the small-call launch (no packed
+# weight copy).  The limit is by what the GEMMs would run on: against the
+# tensor-core GEMMs (float16, bfloat16, float32 "tf32") conv_direct wins on
+# P5 (11.5 products: 0.52-0.58 ms against 0.83-1.64) and loses or ties on P4
+# (48: 1.66 ms against 0.84-1.61); against the CUDA-core GEMM (float32
+# "highest" below TF32X3_MIN_PRODUCTS, float64) it also wins on P4 (1.66 ms
+# against 1.85), where its tiles' rows are full (DIRECT_FULL_ROWS output
+# channels per group; P3's 8 leave half of a 16-row tile idle).  Measured on
+# H100, perf notes v11.
+DIRECT_MAX_PRODUCTS = {"tensor_cores": 16, "cuda_cores": 16, "cuda_cores_full_rows": 64}
+DIRECT_FULL_ROWS = 32
 DIRECT_MIN_OUTPUT = 1 << 16
+
+
+def _direct_limit(geometry: Geometry, dtype: str, precision: str) -> float:
+    """The most products per output conv_direct takes for this problem."""
+    if _tensor_core_passes(dtype, precision) == 1:
+        return DIRECT_MAX_PRODUCTS["tensor_cores"]
+    if geometry.out_channels_per_group >= DIRECT_FULL_ROWS:
+        return DIRECT_MAX_PRODUCTS["cuda_cores_full_rows"]
+    return DIRECT_MAX_PRODUCTS["cuda_cores"]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -491,14 +504,14 @@ def _direct_weight(weight, geometry: Geometry, tile):
     return packed
 
 
-def _direct(x4, weight, bias, out4, geometry: Geometry) -> bool:
+def _direct(x4, weight, bias, out4, geometry: Geometry, precision: str) -> bool:
     """Runs the forward pass with conv_direct if it applies; False if not."""
     dtype = _geometry.dtype_name(out4.dtype)
-    if out4.size < DIRECT_MIN_OUTPUT or _products_per_output(geometry, "forward") > DIRECT_MAX_PRODUCTS[dtype]:
+    if out4.size < DIRECT_MIN_OUTPUT or _products_per_output(geometry, "forward") > _direct_limit(geometry, dtype, precision):
         return False
     index = _kernels.index_type(x4.size, out4.size, weight.size)
     max_shared, multiprocessors = _max_shared(), _multiprocessors()
-    heuristic = _kernels.pick_tile(_kernels.DIRECT_TILES, geometry.out_channels_per_group)
+    heuristic = _kernels.direct_heuristic(geometry.out_channels_per_group)
     if _direct_plan(geometry, dtype, index, heuristic, max_shared, multiprocessors) is None:
         return False
 
@@ -602,7 +615,7 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
         elif geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
             _depthwise(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
-        elif not _direct(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry):
+        elif not _direct(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, precision):
             _gemm(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, "forward", precision)
         return y
 

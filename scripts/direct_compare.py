@@ -19,7 +19,7 @@ def main(problem_ids, modes):
     limits, tiles = dict(_cuda.DIRECT_MAX_PRODUCTS), _kernels.DIRECT_TILES
     for pid in problem_ids:
         problem = bench.PROBLEMS[pid]
-        heuristic = _kernels.pick_tile(tiles, problem.geometry().out_channels_per_group)
+        heuristic = _kernels.direct_heuristic(problem.geometry().out_channels_per_group)
         for mode in modes:
             dtype, precision = bench.MODES[mode]
             runs = [("GEMMs", -1, tiles)] + [(f"direct {t.bm}x{t.tn}" + (" (heuristic)" if t == heuristic else ""), 10**9, (t,)) for t in tiles]

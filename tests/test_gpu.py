@@ -748,6 +748,43 @@ def test_every_direct_tile(case, mode, tile, monkeypatch):
     assert ran and picked, "the tile under test did not run"
 
 
+# (problem, mode, conv_direct expected) under the default thresholds: P5's
+# shape (11.5 products per output) in every mode; P4's (48) where the GEMM
+# would run on CUDA cores with full tile rows (float32 "highest"), not
+# against the tensor-core GEMMs; P3's (40, 8 output channels per group) not.
+_ROUTES = [
+    (dict(dims=2, x=(1, 32, 64, 128), w=(32, 64, 3, 3), stride=5, padding=1, dilation=2), mode, True)
+    for mode in (("float32", "highest"), ("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"), ("float64", "highest"))
+] + [
+    (dict(dims=1, x=(1, 32, 8192), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "highest"), True),
+    (dict(dims=1, x=(1, 32, 8192), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), False),
+    (dict(dims=1, x=(1, 32, 8192), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float16", "highest"), False),
+    (dict(dims=1, x=(2, 64, 8192), w=(64, 8, 5), stride=2, padding=1, output_padding=1, groups=4), ("float32", "highest"), False),
+]
+
+
+@pytest.mark.parametrize("problem, mode, expected", _ROUTES, ids=lambda v: v if isinstance(v, bool) else str(v))
+def test_direct_routing(problem, mode, expected, monkeypatch):
+    """Which benchmark-like shapes take conv_direct with no threshold
+    changed, and that the result is right either way."""
+    from cupyconv import _cuda
+
+    ran, original = [], _cuda._direct_plan
+    monkeypatch.setattr(_cuda, "_direct_plan", lambda *args: ran.append(args) or original(*args))
+    problem = dict(problem)
+    dims, x_shape, w_shape = problem.pop("dims"), problem.pop("x"), problem.pop("w")
+    dtype = numpy_dtype(mode[0])
+    rng = numpy.random.default_rng(31)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    fn = cupyconv.conv_transpose1d if dims == 1 else cupyconv.conv_transpose2d
+    y = fn(_to_gpu(x, dtype), _to_gpu(w, dtype), **problem, precision=mode[1])
+    assert bool(ran) == expected
+    oracle = (reference.conv_transpose1d if dims == 1 else reference.conv_transpose2d)(x.astype(numpy.float64), w.astype(numpy.float64), **problem)
+    limit = {"float64": 1e-12, "float32": 1e-5 if mode[1] == "highest" else 2e-3, "float16": 2e-3, "bfloat16": 2e-2}[mode[0]]
+    assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < limit
+
+
 @pytest.mark.parametrize("case", [c for c in DIRECT_CASES if c.name in ("2d_s5_d2_tall", "1d_s3_k7_g3")], ids=str)
 def test_direct_64_bit_index(case, monkeypatch):
     ran = _spy_direct(monkeypatch)

@@ -51,5 +51,6 @@ def test_conv_direct_constants_match_the_host():
     found = dict(re.findall(r"constexpr int (DIRECT_\w+) = (\d+);", text))
     assert int(found["DIRECT_HEADER_BYTES"]) == _kernels.DIRECT_HEADER_BYTES
     assert int(found["DIRECT_FETCH"]) == _kernels.DIRECT_FETCH
-    assert "int* s_nth = s_kh + 16;" in text and _kernels.DIRECT_MAX_H_TAPS == 16
-    assert _kernels.DIRECT_HEADER_BYTES >= 4 * (16 + 1) and _kernels.DIRECT_HEADER_BYTES % 16 == 0
+    assert "int* s_ih0 = s_kh + 16;" in text and "int* s_nth = s_ih0 + 16;" in text and _kernels.DIRECT_MAX_H_TAPS == 16
+    assert int(found["DIRECT_MAX_STRIDE_W"]) == _kernels.DIRECT_MAX_STRIDE_W
+    assert _kernels.DIRECT_HEADER_BYTES >= 4 * (16 + 16 + 2 + _kernels.DIRECT_MAX_STRIDE_W) and _kernels.DIRECT_HEADER_BYTES % 16 == 0

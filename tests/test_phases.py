@@ -8,6 +8,8 @@ CPU is the oracle.
 
 from __future__ import annotations
 
+import math
+
 import numpy
 import pytest
 
@@ -677,25 +679,58 @@ def test_depthwise_runs_of_chunks_cover_each_chunk_once(rows, row_chunks):
     assert (seen == 1).all()
 
 
+def _divide(a, d):
+    """conv_direct.cu's divide(a, d, magic_for(d)): the high word of a times
+    2^32 / d rounded up."""
+    assert 0 <= a and a * d < 2**32
+    return a if d == 1 else (a * ((2**32 - 1) // d + 1)) >> 32
+
+
+def test_direct_multiply_high_division_is_exact_where_the_kernel_uses_it():
+    """e / span and q / C for every e, span, C up to 2048 (what the host
+    allows: th_max * C * span <= 2048), with 2048 exactly on the edge."""
+    a = numpy.arange(2049, dtype=numpy.uint64)
+    for d in range(1, 2049):
+        magic = numpy.uint64((2**32 - 1) // d + 1)
+        q = a if d == 1 else (a * magic) >> numpy.uint64(32)
+        assert (q == a // numpy.uint64(d)).all(), d
+
+
 def interpret_direct(x4, w, bias, geometry, tile, dtype, per_block):
     """conv_direct (kernels/conv_direct.cu) block by block in NumPy: each
-    block's row class, its H taps and staged weight (from the packed copy),
-    its run of tiles, each tile's input rows (zero outside the input), each
-    column group's slot, W taps and input columns, and the in-order write of
-    the tile.  Asserts that every read stays inside what was staged."""
+    block's row class, its H taps, their first input rows and staged weight
+    (from the packed copy), the slots with W taps, its run of tiles, each
+    tile's input rows through the per-thread codes (zero outside the input),
+    the sums' units dealt to the 8 warps, and the in-order write of the tile
+    from a stage zeroed once per block.  Asserts that every read stays inside
+    what was staged, that each tile writes every column of the slots with
+    taps exactly once, and that the other columns stay zero."""
     cp, span, th_max, _ = _kernels.direct_layout(geometry, tile, dtype)
     batch, _, in_h, in_w = x4.shape
     _, _, out_h, out_w = geometry.output_shape4
     C, M, G = geometry.in_channels_per_group, geometry.out_channels_per_group, geometry.groups
     (KH, KW), (sh, sw), (ph, pw), (dh, dw) = geometry.kernel, geometry.stride, geometry.padding, geometry.dilation
     bw, bm, tn = sw * cp, tile.bm, tile.tn
-    assert cp % (4 * tn) == 0, "a warp's 4 column threads share one slot"
-    assert th_max * C * span <= _kernels.DIRECT_THREADS * _kernels.DIRECT_FETCH
+    threads, warps = _kernels.DIRECT_THREADS, _kernels.DIRECT_WARPS
+    assert cp % (4 * tn) == 0, "a unit of a warp's 4 column threads stays in one slot"
+    assert th_max * C * span <= threads * _kernels.DIRECT_FETCH and C <= 2048 and span <= 2048, "the fetch codes' fields"
+    assert sw <= _kernels.DIRECT_MAX_STRIDE_W
     w_tiles, m_tiles = -(-out_w // bw), -(-M // bm)
     view = _kernels.pack_direct_weight(w, geometry)
     packed = numpy.zeros(view.shape[:4] + (m_tiles * bm,))
     packed[..., :M] = view
     chunks = -(-(-(-out_h // sh) * w_tiles) // per_block)
+    slots = [s for s in range(sw) if any((s + pw - kw * dw) % sw == 0 for kw in range(KW))]
+    assert len(slots) == _kernels.direct_w_slots(geometry)
+    quads = cp // (4 * tn)
+    gcd = math.gcd(sw, dw)
+    tap_step, tap_shift = sw // gcd, dw // gcd
+    first_tap = {}  # slot: (kw0, q0), as the kernel's header lists them
+    for s in slots:
+        kw0 = min(kw for kw in range(KW) if (s + pw - kw * dw) % sw == 0)
+        first_tap[s] = (kw0, (s + pw - kw0 * dw) // sw)
+    iw_base = (pw - (KW - 1) * dw) // sw
+    column_tapped = numpy.isin(numpy.arange(bw) % sw, slots)
     out = numpy.full(geometry.output_shape4, numpy.nan)
     writes = numpy.zeros(geometry.output_shape4, dtype=numpy.int64)
     for block in range(chunks * sh * m_tiles * batch * G):
@@ -708,34 +743,50 @@ def interpret_direct(x4, w, bias, geometry, tile, dtype, per_block):
         m0 = m_tile * bm
         live = min(bm, M - m0)
         kh_list = [kh for kh in range(KH) if (row_class + ph - kh * dh) % sh == 0][:th_max]
+        ih0 = [(row_class + ph - kh * dh) // sh for kh in kh_list]
         ws = packed[g][kh_list][:, :, :, m0 : m0 + bm]  # (t, kw, c, m)
+        codes = []  # (t, c, u) of each element a thread fetches, by the kernel's multiply-high divisions
+        for e in range(len(kh_list) * C * span):
+            q = _divide(e, span)
+            t = _divide(q, C)
+            assert (q, t) == (e // span, q // C)
+            codes.append((t, q - t * C, e - q * span))
+        units = len(slots) * quads if kh_list else 0
+        stage = numpy.zeros((bm, bw))
         for f in range(first, end):
-            oh, ow0 = row_class + sh * (f // w_tiles), (f % w_tiles) * bw
+            row = f // w_tiles
+            oh, ow0 = row_class + sh * row, (f % w_tiles) * bw
+            assert ow0 % sw == 0, "slot s holds the outputs ow = s (mod stride_w)"
             iw_lo = (ow0 + pw - (KW - 1) * dw) // sw
-            iw = iw_lo + numpy.arange(span)
+            assert iw_lo == (f % w_tiles) * cp + iw_base
             xs = numpy.zeros((len(kh_list), C, span))
-            for t, kh in enumerate(kh_list):
-                assert (oh + ph - kh * dh) % sh == 0
-                ih = (oh + ph - kh * dh) // sh
-                inside = (iw >= 0) & (iw < in_w)
-                if 0 <= ih < in_h:
-                    xs[t][:, inside] = x4[n, g * C : (g + 1) * C, ih][:, iw[inside]]
-            stage = numpy.full((bm, bw), numpy.nan)
-            for grp in range(bw // tn):
-                slot, j0 = divmod(grp * tn, cp)
-                ow_first = ow0 + slot + sw * j0
-                acc = numpy.zeros((bm, tn))
-                for t in range(len(kh_list)):
-                    for kw in range(KW):
-                        num = ow_first + pw - kw * dw
-                        if num % sw:
-                            continue
-                        u0 = num // sw - iw_lo
-                        assert 0 <= u0 and u0 + tn <= span, "reads stay inside the staged input"
-                        acc += ws[t, kw].T @ xs[t, :, u0 : u0 + tn]
-                columns = slot + sw * (j0 + numpy.arange(tn))
-                assert (columns < bw).all()
-                stage[:, columns] = acc
+            for t, c, u in codes:
+                ih, iw = ih0[t] + row, iw_lo + u
+                assert ih * sh == oh + ph - kh_list[t] * dh, "the class's rows are stride_h apart"
+                if 0 <= ih < in_h and 0 <= iw < in_w:
+                    xs[t, c, u] = x4[n, g * C + c, ih, iw]
+            fresh = numpy.zeros(bw, dtype=bool)
+            for warp in range(warps):
+                for unit in range(warp, units, warps):
+                    slot = slots[unit // quads]
+                    for col_t in range(4):
+                        j0 = (unit % quads) * 4 * tn + col_t * tn
+                        ow_first = ow0 + slot + sw * j0
+                        acc = numpy.zeros((bm, tn))
+                        kw0, q0 = first_tap[slot]
+                        taps = [(kw, j0 + q0 - iw_base - k * tap_shift) for k, kw in enumerate(range(kw0, KW, tap_step))]
+                        expected = [(kw, (ow_first + pw - kw * dw) // sw - iw_lo) for kw in range(KW) if (ow_first + pw - kw * dw) % sw == 0]
+                        assert taps == expected, "a slot's W taps and input columns, stepped"
+                        for t in range(len(kh_list)):
+                            for kw, u0 in taps:
+                                assert 0 <= u0 and u0 + tn <= span, "reads stay inside the staged input"
+                                acc += ws[t, kw].T @ xs[t, :, u0 : u0 + tn]
+                        columns = slot + sw * (j0 + numpy.arange(tn))
+                        assert (columns < bw).all() and not fresh[columns].any()
+                        stage[:, columns] = acc
+                        fresh[columns] = True
+            assert (fresh == (column_tapped if units else False)).all(), "each tile writes the tapped slots' columns once"
+            assert (stage[:, ~column_tapped] == 0).all(), "the other slots stay zero"
             cols = min(bw, out_w - ow0)
             channels = slice(g * M + m0, g * M + m0 + live)
             out[n, channels, oh, ow0 : ow0 + cols] = stage[:live, :cols] + (bias[channels, None] if bias is not None else 0)
@@ -776,7 +827,7 @@ def test_direct_layout_keeps_warps_in_one_phase_and_the_tile_in_budget():
             assert span >= (stride * cp) // stride
     p5 = _geometry.make_geometry(2, (16, 32, 64, 128), (32, 64, 3, 3), None, 5, 1, 0, 1, 2)
     cp, span, th_max, shared = _kernels.direct_layout(p5, _kernels.DirectTile(64, 4), "float32")
-    assert (cp, span, th_max) == (48, 50, 1)
+    assert (cp, span, th_max) == (32, 34, 1)  # 3 slots with taps: 6 units for 8 warps, 638 of 640 columns
     assert shared == _kernels.DIRECT_HEADER_BYTES + 4 * (th_max * 3 * 32 * 64 + th_max * 32 * span + 64 * (5 * cp + 1))
     p4 = _geometry.make_geometry(1, (16, 32, 131072), (32, 64, 3), None, 2, 1, 0, 1, 2)
     assert _kernels.direct_layout(p4, _kernels.DirectTile(64, 4), "float32")[:3] == (48, 51, 1)

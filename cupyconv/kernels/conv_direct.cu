@@ -23,28 +23,36 @@
 // stride_h * i.  The class's weight is staged once per block; each tile's
 // input rows are fetched into registers while the previous tile computes.
 //
-// Threads: 256 = 8 along channels (TM = BM / 8 each) x 32 along columns.  A
-// thread takes TN consecutive columns of one slot at a time (a column group)
-// and loops over the tile's groups; the 4 column threads of a warp take
-// 4 * TN consecutive columns, one slot (the host makes CP a multiple of
-// 4 * TN), so a warp's taps are uniform and only its own phase's taps are
-// visited.  Per (H tap, W tap, channel) a thread does TM x TN FMAs from TN
-// input and TM weight values in shared memory.
+// Threads: 8 warps of 8 channel threads (TM = BM / 8 channels each) x 4
+// column threads (TN consecutive columns of one slot each).  The sums are
+// split into units of one slot's 4 * TN consecutive columns (the host makes
+// CP a multiple of 4 * TN), dealt to the warps in turn; only the slots with
+// a W tap (a phase whose outputs sum some products) have units, so a warp's
+// taps are uniform and no warp waits on a slot of zeros.  The columns of the
+// other slots stay zero in the stage from the block's start.  Per (H tap,
+// W tap, channel) a thread does TM x TN FMAs from TN input and TM weight
+// values in shared memory.
 //
 // The weight comes packed by the host in the accumulator type,
 // (groups, KH, KW, C, M_pad) with M_pad = m_tiles * BM (zeros past M).
 //
-// Shared memory (accumulator type), after a 144-byte header (the class's H
-// taps):
+// Shared memory (accumulator type), after a 400-byte header (the class's H
+// taps and their first input rows, the slots with W taps):
 //   ws     [th_max][KW][C][BM]   the weight of the class's H taps
 //   xs     [th_max][C][span]     the tile's input rows ih(th), columns iw_lo .. iw_lo + span - 1 (zero outside)
 //   stage  [BM][BW + 1]          the tile's outputs, written out in order
 // where span = floor((BW - 1 + pad_w) / s_w) - floor((pad_w - (KW - 1) d_w) / s_w) + 1
 // (the host computes it, th_max, the most H taps of any class, and checks
-// th_max * C * span <= 256 * DIRECT_FETCH).
+// th_max * C * span <= 256 * DIRECT_FETCH, and stride_w <= 64).
+//
+// A thread's share of the input rows, elements e = tid + 256 * i of xs, is
+// the same (t, c, u) in every tile, decoded by multiply-high divisions (the
+// host keeps C and span within 2048); a tile only adds its row and first
+// column.
 #include "common.cuh"
 
-constexpr int DIRECT_HEADER_BYTES = 144;  // 17 ints (H taps, count), with room to spare, 16-byte aligned (_kernels.DIRECT_HEADER_BYTES)
+constexpr int DIRECT_HEADER_BYTES = 912;  // 228 ints (H taps, their first rows, counts, slots and their first taps), 16-byte aligned (_kernels.DIRECT_HEADER_BYTES)
+constexpr int DIRECT_MAX_STRIDE_W = 64;   // slots a block lists (_kernels.DIRECT_MAX_STRIDE_W)
 constexpr int DIRECT_FETCH = 8;           // input values per thread per tile, at most (_kernels.DIRECT_FETCH)
 
 __device__ __forceinline__ int floor_div(int a, int b) {  // b > 0
@@ -52,8 +60,13 @@ __device__ __forceinline__ int floor_div(int a, int b) {  // b > 0
     return q - ((a % b != 0) && ((a < 0) != (b < 0)));
 }
 
+// a / d for 0 <= a, a * d < 2^32, with magic = magic_for(d): 2^32 / d rounded
+// up (0 for d = 1, where a / d is a).
+__device__ __forceinline__ unsigned magic_for(int d) { return d == 1 ? 0u : 0xFFFFFFFFu / static_cast<unsigned>(d) + 1u; }
+__device__ __forceinline__ int divide(int a, int d, unsigned magic) { return d == 1 ? a : static_cast<int>(__umulhi(static_cast<unsigned>(a), magic)); }
+
 template <typename T, typename Index, int BM, int TN>
-__global__ void __launch_bounds__(256, (BM >= 64 || sizeof(T) == 8) ? 2 : 4) conv_direct(
+__global__ void __launch_bounds__(256, sizeof(T) == 8 ? 2 : BM >= 64 ? 3 : 4) conv_direct(
     const T* __restrict__ in,                                // (batch, groups * channels, in_h, in_w)
     const typename ValueTraits<T>::acc* __restrict__ packed,  // (groups, kernel_h, kernel_w, channels, m_pad)
     const T* __restrict__ bias,                              // (groups * out_channels,), or null for none
@@ -63,16 +76,24 @@ __global__ void __launch_bounds__(256, (BM >= 64 || sizeof(T) == 8) ? 2 : 4) con
     int kernel_h, int kernel_w, int stride_h, int stride_w, int pad_h, int pad_w, int dil_h, int dil_w,
     int th_max, int cp, int span, int w_tiles, int m_tiles, int tiles_per_block, int chunks) {
     typedef typename ValueTraits<T>::acc Acc;
-    constexpr int THREADS = 256, CO_THREADS = 8, COL_THREADS = THREADS / CO_THREADS;
+    constexpr int THREADS = 256, WARPS = THREADS / 32, CO_THREADS = 8;
     constexpr int TM = BM / CO_THREADS;
     constexpr int VEC = 16 / sizeof(Acc);
     static_assert(BM % CO_THREADS == 0 && BM % VEC == 0, "BM must split over 8 channel threads and 16-byte vectors");
 
     // Dynamic shared memory only (the host sizes it and allows the device's
-    // most): the class's H taps first (th_max <= 16, host), then the arrays.
+    // most): the header first (th_max <= 16, stride_w <= 64: host), then the
+    // arrays.
     extern __shared__ __align__(16) unsigned char smem[];
-    int* s_kh = reinterpret_cast<int*>(smem);
-    int* s_nth = s_kh + 16;
+    int* s_kh = reinterpret_cast<int*>(smem);  // the class's H taps
+    int* s_ih0 = s_kh + 16;                    // their input rows for the class's first output row
+    int* s_nth = s_ih0 + 16;
+    int* s_nslots = s_nth + 1;
+    int* s_tap_step = s_nslots + 1;            // a slot's W taps are kw0, kw0 + step, ... (step = stride_w / gcd)
+    int* s_tap_shift = s_tap_step + 1;         // and their input columns shift by dil_w / gcd each
+    int* s_slots = s_tap_shift + 1;            // the slots (W phases) with a W tap
+    int* s_kw0 = s_slots + 64;                 // the slot's first W tap
+    int* s_q0 = s_kw0 + 64;                    // (slot + pad_w - kw0 * dil_w) / stride_w, exact
 
     const int bw = stride_w * cp;
     Acc* ws = reinterpret_cast<Acc*>(smem + DIRECT_HEADER_BYTES);
@@ -99,10 +120,41 @@ __global__ void __launch_bounds__(256, (BM >= 64 || sizeof(T) == 8) ? 2 : 4) con
     if (tid == 0) {
         int count = 0;
         for (int kh = 0; kh < kernel_h && count < th_max; ++kh) {
-            if ((row_class + pad_h - kh * dil_h) % stride_h != 0) continue;  // C's %: zero exactly when divisible
+            const int num = row_class + pad_h - kh * dil_h;
+            if (num % stride_h != 0) continue;  // C's %: zero exactly when divisible
+            s_ih0[count] = floor_div(num, stride_h);
             s_kh[count++] = kh;
         }
         *s_nth = count;
+        // ow0 is a multiple of stride_w, so slot s holds the outputs ow = s
+        // (mod stride_w) in every tile; its W taps are the kw with
+        // kw * dil_w = s + pad_w (mod stride_w): kw0 and every step after.
+        int slots = 0;
+        for (int s = 0; s < stride_w; ++s) {
+            for (int kw = 0; kw < kernel_w; ++kw) {
+                const int num = s + pad_w - kw * dil_w;
+                if (num % stride_w != 0) continue;
+                s_slots[slots] = s;
+                s_kw0[slots] = kw;
+                s_q0[slots++] = num / stride_w;
+                break;
+            }
+        }
+        *s_nslots = slots;
+        int a = stride_w, b = dil_w;
+        while (b != 0) {
+            const int r = a % b;
+            a = b, b = r;
+        }
+        *s_tap_step = stride_w / a;
+        *s_tap_shift = dil_w / a;
+    }
+    // The stage starts zero (the columns of slots without taps stay so), with
+    // each row's bias in its pad column bw.
+    for (int e = tid; e < BM * stage_stride; e += THREADS) {
+        const int m = e / stage_stride;
+        const bool pad = e - m * stage_stride == bw;
+        stage[e] = pad && bias != nullptr && m0 + m < out_channels ? ValueTraits<T>::to_acc(bias[group * out_channels + m0 + m]) : Acc(0);
     }
     __syncthreads();
     const int nth = *s_nth;
@@ -126,35 +178,45 @@ __global__ void __launch_bounds__(256, (BM >= 64 || sizeof(T) == 8) ? 2 : 4) con
     const Index in_plane = static_cast<Index>(in_h) * in_w;
     const Index in_image = (static_cast<Index>(n) * groups + group) * channels * in_plane;
     const int xs_count = nth * channels * span;
+    // Element e = tid + THREADS * i of xs is (t, c, u) = (q / C, q % C, e % span)
+    // with q = e / span: divisions by multiply-high (exact for e * d < 2^32;
+    // the host keeps e, span, C <= 2048), no registers held across tiles.
+    const unsigned span_magic = magic_for(span), channels_magic = magic_for(channels);
     T held[DIRECT_FETCH];
-    // Fetch tile f's input rows into registers: element e = (t, c, u) of xs.
-    auto fetch = [&](int f) {
-        const int oh = row_class + stride_h * (f / w_tiles);
-        const int ow0 = (f % w_tiles) * bw;
-        const int iw_lo = floor_div(ow0 + pad_w - (kernel_w - 1) * dil_w, stride_w);
+    // Tile (row, w_tile) of the class: output row oh = row_class + stride_h *
+    // row, columns from ow0 = w_tile * bw.  As ow0 is a multiple of stride_w,
+    // its first input column is iw_lo = w_tile * cp + iw_base.
+    const int iw_base = floor_div(pad_w - (kernel_w - 1) * dil_w, stride_w);
+    // Fetch a tile's input rows into registers: row ih = s_ih0[t] + row (the
+    // class's rows are stride_h apart), columns iw_lo + u.
+    auto fetch = [&](int row, int w_tile) {
+        const int iw_lo = w_tile * cp + iw_base;
 #pragma unroll
         for (int i = 0; i < DIRECT_FETCH; ++i) {
-            const int e = tid + i * THREADS;
             held[i] = T();  // zero in every type
+            const int e = tid + i * THREADS;
             if (e < xs_count) {
-                const int u = e % span;
-                const int rest = e / span;
-                const int c = rest % channels;
-                const int t = rest / channels;
-                const int ih = floor_div(oh + pad_h - s_kh[t] * dil_h, stride_h);  // exact: the class's tap
-                const int iw = iw_lo + u;
+                const int q = divide(e, span, span_magic);
+                const int t = divide(q, channels, channels_magic);
+                const int ih = s_ih0[t] + row;
+                const int iw = iw_lo + (e - q * span);
+                const int c = q - t * channels;
                 if (ih >= 0 && ih < in_h && iw >= 0 && iw < in_w) held[i] = in[in_image + c * in_plane + static_cast<Index>(ih) * in_w + iw];
             }
         }
     };
 
-    const int co_t = tid % CO_THREADS, col_t = tid / CO_THREADS;
-    const int column_groups = bw / TN;
+    const int warp = tid / 32, co_t = tid % CO_THREADS, col_t = (tid % 32) / CO_THREADS;
+    const int quads = cp / (4 * TN);  // units per slot
+    const int units = nth > 0 ? *s_nslots * quads : 0;
+    const int tap_step = *s_tap_step, tap_shift = *s_tap_shift;
+    const int slot_first = warp / quads, quad_first = warp - slot_first * quads;  // the warp's first unit
     const int w_stride_tap = channels * BM;
     const Index out_plane = static_cast<Index>(out_h) * out_w;
     const int rows = min(BM, out_channels - m0);
 
-    fetch(tile_first);
+    int row = tile_first / w_tiles, w_tile = tile_first - row * w_tiles;  // tile f, stepped below
+    fetch(row, w_tile);
     for (int f = tile_first; f < tile_end; ++f) {
 #pragma unroll
         for (int i = 0; i < DIRECT_FETCH; ++i) {
@@ -162,25 +224,28 @@ __global__ void __launch_bounds__(256, (BM >= 64 || sizeof(T) == 8) ? 2 : 4) con
             if (e < xs_count) xs[e] = ValueTraits<T>::to_acc(held[i]);
         }
         __syncthreads();  // xs (and, the first time, ws) staged; the last tile's write-out is done with stage
-        if (f + 1 < tile_end) fetch(f + 1);  // global loads in flight during the sums
+        const int oh = row_class + stride_h * row;
+        const int ow0 = w_tile * bw;
+        if (++w_tile == w_tiles) w_tile = 0, ++row;
+        if (f + 1 < tile_end) fetch(row, w_tile);  // global loads in flight during the sums
 
-        const int oh = row_class + stride_h * (f / w_tiles);
-        const int ow0 = (f % w_tiles) * bw;
-        const int iw_lo = floor_div(ow0 + pad_w - (kernel_w - 1) * dil_w, stride_w);
-        for (int grp = col_t; grp < column_groups; grp += COL_THREADS) {
-            const int first = grp * TN;
-            const int slot = first / cp, j0 = first - slot * cp;
-            const int ow_first = ow0 + slot + stride_w * j0;
+        // Unit = slot_index * quads + quad, dealt to the warps in turn.
+        for (int unit = warp, si = slot_first, quad = quad_first; unit < units; unit += WARPS) {
+            const int slot = s_slots[si];
+            const int j0 = quad * 4 * TN + col_t * TN;
+            // Output column ow0 + slot + stride_w * (j0 + j) reads, at W tap
+            // kw0, input column ow0 / stride_w + j0 + j + q0 = iw_lo + (j0 +
+            // q0 - iw_base) + j.
+            const int first_tap = s_kw0[si], first_u = j0 + s_q0[si] - iw_base;
+            for (quad += WARPS; quad >= quads; quad -= quads) ++si;  // the warp's next unit
             Acc acc[TM][TN];
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TN; ++j) acc[i][j] = Acc(0);
             for (int t = 0; t < nth; ++t) {
-                for (int kw = 0; kw < kernel_w; ++kw) {
-                    const int num = ow_first + pad_w - kw * dil_w;
-                    if (num % stride_w != 0) continue;  // not this slot's tap (uniform over the warp)
-                    const Acc* xp = xs + t * channels * span + (floor_div(num, stride_w) - iw_lo);
+                for (int kw = first_tap, u = first_u; kw < kernel_w; kw += tap_step, u -= tap_shift) {
+                    const Acc* xp = xs + t * channels * span + u;
                     const Acc* wp = ws + (t * kernel_w + kw) * w_stride_tap + co_t * TM;
 #pragma unroll 4
                     for (int c = 0; c < channels; ++c) {
@@ -204,14 +269,18 @@ __global__ void __launch_bounds__(256, (BM >= 64 || sizeof(T) == 8) ? 2 : 4) con
         __syncthreads();  // the tile is staged, and every thread is done with xs
 
         // Write the tile in order: a warp per channel row, consecutive lanes
-        // on consecutive columns.
-        const int cols = min(bw, out_w - ow0);
-        for (int m = tid / 32; m < rows; m += THREADS / 32) {
-            const int channel = group * out_channels + m0 + m;
-            const Acc b = bias != nullptr ? ValueTraits<T>::to_acc(bias[channel]) : Acc(0);
-            T* dst = out + (static_cast<Index>(n) * groups * out_channels + channel) * out_plane + static_cast<Index>(oh) * out_w + ow0;
-            const Acc* src = stage + m * stage_stride;
-            for (int x = tid % 32; x < cols; x += 32) dst[x] = ValueTraits<T>::from_acc(src[x] + b);
+        // on consecutive columns (pointers stepped, not indexed: 64-bit
+        // addresses cost four instructions each).
+        const int lane = tid % 32;
+        const int cols = min(bw, out_w - ow0) - lane;  // this lane's columns: lane + 32 * k below this
+        const Acc* src = stage + warp * stage_stride + lane;
+        T* dst = out + (static_cast<Index>(n) * groups * out_channels + group * out_channels + m0 + warp) * out_plane + static_cast<Index>(oh) * out_w + ow0 + lane;
+        for (int m = warp; m < rows; m += WARPS, src += WARPS * stage_stride, dst += WARPS * out_plane) {
+            const Acc b = src[bw - lane];  // the row's bias
+            const Acc* s = src;
+            T* d = dst;
+#pragma unroll 4
+            for (int x = 0; x < cols; x += 32, s += 32, d += 32) *d = ValueTraits<T>::from_acc(*s + b);
         }
     }
 }
