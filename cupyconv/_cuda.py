@@ -445,11 +445,12 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
 # weight copy).  The limit is by what the GEMMs would run on: against the
 # tensor-core GEMMs (float16, bfloat16, float32 "tf32") conv_direct wins on
 # P5 (11.5 products: 0.52-0.58 ms against 0.83-1.64) and loses or ties on P4
-# (48: 1.66 ms against 0.84-1.61); against the CUDA-core GEMM (float32
-# "highest" below TF32X3_MIN_PRODUCTS, float64) it also wins on P4 (1.66 ms
-# against 1.85), where its tiles' rows are full (DIRECT_FULL_ROWS output
-# channels per group; P3's 8 leave half of a 16-row tile idle).  Measured on
-# H100, perf notes v11.
+# (48: 1.66 ms against 0.84-1.61); against float32's CUDA-core GEMM ("highest"
+# below TF32X3_MIN_PRODUCTS) it also wins on P4 (1.59-1.66 ms against
+# 1.76-1.85), where its tiles' rows are full (DIRECT_FULL_ROWS output channels
+# per group; P3's 8 leave half of a 16-row tile idle).  float64 and GPUs
+# before sm_80 keep 16, the limit measured there (P5 float64: 1.22-1.45 ms
+# against 2.87).  Measured on H100, perf notes v10 and v11.
 DIRECT_MAX_PRODUCTS = {"tensor_cores": 16, "cuda_cores": 16, "cuda_cores_full_rows": 64}
 DIRECT_FULL_ROWS = 32
 DIRECT_MIN_OUTPUT = 1 << 16
@@ -459,7 +460,7 @@ def _direct_limit(geometry: Geometry, dtype: str, precision: str) -> float:
     """The most products per output conv_direct takes for this problem."""
     if _tensor_core_passes(dtype, precision) == 1:
         return DIRECT_MAX_PRODUCTS["tensor_cores"]
-    if geometry.out_channels_per_group >= DIRECT_FULL_ROWS:
+    if dtype == "float32" and geometry.out_channels_per_group >= DIRECT_FULL_ROWS:  # measured in float32 only
         return DIRECT_MAX_PRODUCTS["cuda_cores_full_rows"]
     return DIRECT_MAX_PRODUCTS["cuda_cores"]
 
