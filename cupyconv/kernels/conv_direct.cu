@@ -36,11 +36,12 @@
 // The weight comes packed by the host in the accumulator type,
 // (groups, KH, KW, C, M_pad) with M_pad = m_tiles * BM (zeros past M).
 //
-// Shared memory (accumulator type), after a 400-byte header (the class's H
-// taps and their first input rows, the slots with W taps):
+// Shared memory (accumulator type), after a 912-byte header (the class's H
+// taps and their first input rows, the slots with W taps and each slot's
+// first tap and input column):
 //   ws     [th_max][KW][C][BM]   the weight of the class's H taps
 //   xs     [th_max][C][span]     the tile's input rows ih(th), columns iw_lo .. iw_lo + span - 1 (zero outside)
-//   stage  [BM][BW + 1]          the tile's outputs, written out in order
+//   stage  [BM][BW + 1]          the tile's outputs, written out in order; column BW holds the row's bias
 // where span = floor((BW - 1 + pad_w) / s_w) - floor((pad_w - (KW - 1) d_w) / s_w) + 1
 // (the host computes it, th_max, the most H taps of any class, and checks
 // th_max * C * span <= 256 * DIRECT_FETCH, and stride_w <= 64).
