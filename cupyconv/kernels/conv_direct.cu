@@ -93,8 +93,8 @@ __global__ void __launch_bounds__(256, sizeof(T) == 8 ? 2 : BM >= 64 ? 3 : 4) co
     int* s_tap_step = s_nslots + 1;            // a slot's W taps are kw0, kw0 + step, ... (step = stride_w / gcd)
     int* s_tap_shift = s_tap_step + 1;         // and their input columns shift by dil_w / gcd each
     int* s_slots = s_tap_shift + 1;            // the slots (W phases) with a W tap
-    int* s_kw0 = s_slots + 64;                 // the slot's first W tap
-    int* s_q0 = s_kw0 + 64;                    // (slot + pad_w - kw0 * dil_w) / stride_w, exact
+    int* s_kw0 = s_slots + DIRECT_MAX_STRIDE_W;  // the slot's first W tap
+    int* s_q0 = s_kw0 + DIRECT_MAX_STRIDE_W;     // (slot + pad_w - kw0 * dil_w) / stride_w, exact
 
     const int bw = stride_w * cp;
     Acc* ws = reinterpret_cast<Acc*>(smem + DIRECT_HEADER_BYTES);
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(256, sizeof(T) == 8 ? 2 : BM >= 64 ? 3 : 4) co
         for (int kh = 0; kh < kernel_h && count < th_max; ++kh) {
             const int num = row_class + pad_h - kh * dil_h;
             if (num % stride_h != 0) continue;  // C's %: zero exactly when divisible
-            s_ih0[count] = floor_div(num, stride_h);
+            s_ih0[count] = num / stride_h;  // exact
             s_kh[count++] = kh;
         }
         *s_nth = count;
@@ -151,11 +151,10 @@ __global__ void __launch_bounds__(256, sizeof(T) == 8 ? 2 : BM >= 64 ? 3 : 4) co
         *s_tap_shift = dil_w / a;
     }
     // The stage starts zero (the columns of slots without taps stay so), with
-    // each row's bias in its pad column bw.
-    for (int e = tid; e < BM * stage_stride; e += THREADS) {
-        const int m = e / stage_stride;
-        const bool pad = e - m * stage_stride == bw;
-        stage[e] = pad && bias != nullptr && m0 + m < out_channels ? ValueTraits<T>::to_acc(bias[group * out_channels + m0 + m]) : Acc(0);
+    // each row's bias in its pad column bw: a warp per row.
+    for (int m = tid / 32; m < BM; m += WARPS) {
+        const Acc b = bias != nullptr && m0 + m < out_channels ? ValueTraits<T>::to_acc(bias[group * out_channels + m0 + m]) : Acc(0);
+        for (int x = tid % 32; x < stage_stride; x += 32) stage[m * stage_stride + x] = x == bw ? b : Acc(0);
     }
     __syncthreads();
     const int nth = *s_nth;
