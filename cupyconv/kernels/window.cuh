@@ -1,0 +1,94 @@
+// Shared by the 1D window kernels (conv_window.cu, conv_wgmma.cu): the
+// window's alignment and the epilogue, where a BM x BN tile of float sums,
+// staged in shared memory, goes out with the bias added.
+#pragma once
+#include "common.cuh"
+
+__device__ __forceinline__ int floor_to(int v, int step) {  // largest multiple of step <= v (step > 0)
+    return v >= 0 ? v / step * step : -((-v + step - 1) / step) * step;
+}
+
+// Rows of the staged tile: BN + 8 floats (float2 fragment writes of 8 rows x
+// 4 pairs per wavefront hit distinct banks).
+template <int BN>
+__host__ __device__ constexpr int window_stage_row() { return BN + 8; }
+
+// From the staged tile (rows of BN + 8 floats) to the output: runs of
+// VEC consecutive outputs per thread: along q for one row when the tile
+// does not fold (out_step 1), along the sub-phases r of one output channel
+// when it folds by VEC or more; one 16- or 8-byte store where the run is
+// whole and aligned, else element by element.  Consecutive threads take
+// consecutive runs of one row (fold 1) or consecutive columns (folded).
+template <typename T, typename Index, int BM, int BN, int THREADS>
+__device__ __forceinline__ void store_window_tile(
+    const float* __restrict__ stage, const AxisPhase& p, const T* __restrict__ bias, T* __restrict__ out,
+    int n, int groups, int group, int out_channels, int out_w, int m_tile, int q0, int fold_shift) {
+    constexpr int VEC = 16 / sizeof(T);
+    constexpr int SROW = window_stage_row<BN>();
+    const int tid = threadIdx.x;
+    const int fold = 1 << fold_shift;
+    const int rows = out_channels << fold_shift;
+    const Index out_image = (static_cast<Index>(n) * groups + group) * out_channels;
+    const bool along_r = fold >= VEC;
+    if (!along_r && !(fold == 1 && p.out_step == 1)) {
+        // No runs (a phase of stride s, or a fold below VEC): one element per
+        // thread, consecutive threads on consecutive columns of a row.
+        for (int idx = tid; idx < BM * BN; idx += THREADS) {
+            const int row = idx / BN, col = idx % BN;
+            const int m = m_tile * BM + row, q = q0 + col;
+            if (m >= rows || q >= p.count) continue;
+            const int co = m >> fold_shift, r = m & (fold - 1);
+            const int o = p.out_base + q * p.out_step + r;
+            if (o < 0 || o >= out_w) continue;
+            const float b = bias != nullptr ? ValueTraits<T>::to_acc(bias[group * out_channels + co]) : 0.0f;
+            out[(out_image + co) * out_w + o] = ValueTraits<T>::from_acc(stage[row * SROW + col] + b);
+        }
+        return;
+    }
+    for (int run = tid; run < BM * BN / VEC; run += THREADS) {
+        int row, col;  // the run's first element in the tile
+        if (along_r) {
+            col = run % BN;
+            row = run / BN * VEC;
+        } else {
+            col = run % (BN / VEC) * VEC;
+            row = run / (BN / VEC);
+        }
+        float v[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[e] = along_r ? stage[(row + e) * SROW + col] : stage[row * SROW + col + e];
+        const int m = m_tile * BM + row;
+        if (m >= rows) continue;
+        const int co = m >> fold_shift, r = m & (fold - 1);
+        const int q = q0 + col;
+        const int o = p.out_base + q * p.out_step + r;
+        const float b = bias != nullptr ? ValueTraits<T>::to_acc(bias[group * out_channels + co]) : 0.0f;
+        T* dst = out + (out_image + co) * out_w + o;
+        const bool whole = o >= 0 && o + VEC <= out_w && (along_r ? q < p.count : q + VEC <= p.count);
+        const unsigned long long address = reinterpret_cast<unsigned long long>(dst);
+        if (whole && address % 8 == 0) {
+            union {
+                T value[VEC];
+                uint4 whole;
+                uint2 half[2];
+            } packed;
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) packed.value[e] = ValueTraits<T>::from_acc(v[e] + b);
+            if (address % 16 == 0) {
+                *reinterpret_cast<uint4*>(dst) = packed.whole;
+            } else {
+                reinterpret_cast<uint2*>(dst)[0] = packed.half[0];
+                reinterpret_cast<uint2*>(dst)[1] = packed.half[1];
+            }
+        } else {
+            // A run cut by an edge or misaligned: element e is (row + e, col)
+            // along r, (row, col + e) along q; same channel throughout.
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const int qe = along_r ? q : q + e;
+                const int oe = o + (along_r ? e : e * p.out_step);
+                if (qe < p.count && oe >= 0 && oe < out_w) out[(out_image + co) * out_w + oe] = ValueTraits<T>::from_acc(v[e] + b);
+            }
+        }
+    }
+}
