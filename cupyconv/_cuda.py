@@ -39,7 +39,12 @@ def _i64(value: int):
 
 @cupy.memoize(for_each_device=True)
 def _function(filename: str, name: str):
-    module = cupy.RawModule(code=_kernels.source(filename), options=("-std=c++17",), name_expressions=(name,))
+    options = ("-std=c++17",)
+    if filename in _kernels.SM90A_FILES and _compute_capability() == 90:
+        # wgmma needs the arch-specific target; NVRTC takes it over the plain
+        # -arch=sm_90 CuPy appends.
+        options += ("-arch=sm_90a",)
+    module = cupy.RawModule(code=_kernels.source(filename), options=options, name_expressions=(name,))
     return module.get_function(name)
 
 
@@ -256,11 +261,12 @@ def _pick(family: str, key: tuple, candidates, heuristic, launch):
 WINDOW_MIN_OUTPUT = PACK_MIN_OUTPUT
 
 
-@functools.lru_cache(maxsize=1024)
-def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, passes: int = 1):
-    """(conv_window launch, phase records), or None where conv_window cannot
-    run this problem with `tile` (not 1D, too few GEMM rows, a window too long
-    for the 16-bit kernel's registers, or too little shared memory)."""
+def _window_problem(geometry: Geometry, pass_name: str, dtype: str):
+    """What the 1D window kernels (conv_window, conv_wgmma) need of a pass:
+    (phase records, fold, reduction channels, output channels, source
+    shape, output shape), or None where they do not apply (not 1D, grad_input
+    with a stride, too few GEMM rows, source rows that are not whole 16-byte
+    vectors)."""
     found = _kernels.window_records(geometry, pass_name)
     if found is None:
         return None
@@ -273,12 +279,15 @@ def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, til
     else:
         red_channels, out_channels = geometry.out_channels_per_group, geometry.in_channels_per_group
         source4, out4 = geometry.output_shape4, geometry.input_shape4
-    itemsize = numpy.dtype(dtype).itemsize
-    if out_channels * fold < _kernels.WINDOW_MIN_ROWS or source4[3] * itemsize % 16:
+    if out_channels * fold < _kernels.WINDOW_MIN_ROWS or source4[3] * _kernels.ITEMSIZE[dtype] % 16:
         return None
-    max_taps, vectors, stride, shared = _kernels.window_layout(flat, tile, dtype)
-    if vectors > (_kernels.WINDOW_MAX_VECTORS if itemsize == 2 else _kernels.WINDOW_MAX_VECTORS_WIDE) or shared > max_shared:
-        return None
+    return flat, fold, red_channels, out_channels, source4, out4
+
+
+def _window_scalars(geometry: Geometry, dtype: str, problem, tile, max_taps: int, vectors: int, stride: int):
+    """(blocks, scalar arguments) of conv_window or conv_wgmma (their
+    arguments differ only in what `stride` measures)."""
+    flat, fold, red_channels, out_channels, source4, out4 = problem
     counts = flat[0::9]
     num_phases = len(counts)
     m_tiles = -(-(out_channels * fold) // tile.bm)
@@ -291,7 +300,38 @@ def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, til
         _i32(source4[3]), _i32(out4[3]), _i32(geometry.kernel[1]),
         _i32(max_taps), _i32(vectors), _i32(stride), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
-    return _Launch("conv_window.cu", _kernels.window_name(dtype, index, tile, passes), blocks, tile.threads, scalars, shared), flat
+    return blocks, scalars
+
+
+@functools.lru_cache(maxsize=1024)
+def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, passes: int = 1):
+    """(conv_window launch, phase records), or None where conv_window cannot
+    run this problem with `tile` (see _window_problem; or a window too long
+    for the 16-bit kernel's registers, or too little shared memory)."""
+    problem = _window_problem(geometry, pass_name, dtype)
+    if problem is None:
+        return None
+    max_taps, vectors, stride, shared = _kernels.window_layout(problem[0], tile, dtype)
+    if vectors > (_kernels.WINDOW_MAX_VECTORS if _kernels.ITEMSIZE[dtype] == 2 else _kernels.WINDOW_MAX_VECTORS_WIDE) or shared > max_shared:
+        return None
+    blocks, scalars = _window_scalars(geometry, dtype, problem, tile, max_taps, vectors, stride)
+    return _Launch("conv_window.cu", _kernels.window_name(dtype, index, tile, passes), blocks, tile.threads, scalars, shared), problem[0]
+
+
+@functools.lru_cache(maxsize=1024)
+def _wgmma_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int):
+    """(conv_wgmma launch, phase records), or None where conv_wgmma cannot run
+    this problem with `tile` (see _window_problem; or more window vectors
+    than its threads load, or too little shared memory)."""
+    problem = _window_problem(geometry, pass_name, dtype)
+    if problem is None:
+        return None
+    max_taps, vectors, chunk_stride, shared = _kernels.wgmma_layout(problem[0], tile, dtype)
+    tasks = _kernels.WGMMA_MAX_TASKS[_kernels.ITEMSIZE[dtype]] * _kernels.WGMMA_THREADS
+    if vectors * _kernels.WGMMA_CHUNKS > tasks or shared > max_shared:
+        return None
+    blocks, scalars = _window_scalars(geometry, dtype, problem, tile, max_taps, vectors, chunk_stride)
+    return _Launch("conv_wgmma.cu", _kernels.wgmma_name(dtype, index, tile), blocks, tile.threads, scalars, shared), problem[0]
 
 
 def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str):
@@ -306,13 +346,69 @@ def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str):
     return packed
 
 
+# conv_wgmma (wgmma, Hopper's warpgroup tensor cores) takes the passes
+# conv_window would run with one product per pair (tf32, float16, bfloat16) on
+# compute capability 9.0, where it fits and where it measured faster (H100,
+# scripts/wgmma_compare.py, perf notes v12): GEMMs of at most WGMMA_MAX_ROWS
+# rows (its 64 x 256 tile) whose blocks do either one channel slice or at
+# least WGMMA_MIN_TAPS taps per slice.  P1 (5 taps) and P4 in 16-bit (one
+# slice) gain 10-25%; P4 in tf32 (two slices of 3 taps), and every problem
+# with more rows (P2, X2, X3: 128 x 128 tiles), lose 5-30%.  False keeps
+# conv_window everywhere.
+USE_WGMMA = True
+WGMMA_MAX_ROWS = 64
+WGMMA_MIN_TAPS = 4
+
+# TF32 values of a float32 array (round to nearest even, as cvt.rn.tf32.f32;
+# Inf and NaN kept): conv_wgmma's tensor cores read its weight as stored.
+_round_tf32 = cupy.ElementwiseKernel(
+    "float32 x", "float32 y",
+    """
+    unsigned u = __float_as_uint(x);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+    y = __uint_as_float(u);
+    """,
+    "cupyconv_round_tf32",
+)  # fmt: skip
+
+
+def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
+    """Runs the pass with conv_wgmma if it applies; False if it does not."""
+    if rows > WGMMA_MAX_ROWS:
+        return False
+    heuristic = _kernels.wgmma_heuristic(rows)
+    found = _wgmma_plan(geometry, pass_name, dtype, index, heuristic, max_shared)
+    if found is None:
+        return False
+    taps = max(found[1][7::9])
+    slices = -(-_window_problem(geometry, pass_name, dtype)[2] // (_kernels.WGMMA_CHUNKS * 16 // _kernels.ITEMSIZE[dtype]))
+    if slices > 1 and taps < WGMMA_MIN_TAPS:
+        return False
+    packed = _window_weight(weight, geometry, pass_name, dtype)
+    if dtype == "float32":
+        packed = _round_tf32(packed)
+
+    def launch(tile):
+        plan, flat = _wgmma_plan(geometry, pass_name, dtype, index, tile, max_shared)
+        _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
+
+    fitting = () if not _autotune.enabled() else tuple(
+        t for t in _kernels.WGMMA_TILES if _wgmma_plan(geometry, pass_name, dtype, index, t, max_shared)
+    )
+    launch(_pick("conv_wgmma", (dtype, pass_name, index, geometry), fitting, heuristic, launch))
+    return True
+
+
 def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, passes: int = 1) -> bool:
-    """Runs the pass with conv_window (float: TF32, or 3xTF32 with passes 3) if
-    it applies; False if it does not."""
+    """Runs the pass with conv_wgmma (see USE_WGMMA) or conv_window (float:
+    TF32, or 3xTF32 with passes 3) if one applies; False if neither does."""
     if out4.size < WINDOW_MIN_OUTPUT or source4.data.ptr % 16:
         return False
     rows = _gemm_rows(geometry, pass_name) * (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
     max_shared = _max_shared()
+    if USE_WGMMA and passes == 1 and _compute_capability() == 90:
+        if _wgmma(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
+            return True
     heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, rows)
     if _window_plan(geometry, pass_name, dtype, index, heuristic, max_shared) is None:
         return False

@@ -170,6 +170,58 @@ def window_layout(flat: Tuple[int, ...], tile: WindowTile, dtype: str) -> Tuple[
     return int(taps.max()), vectors, stride, max(2 * stage, tile.bm * (tile.bn + 16) * 4)
 
 
+class WgmmaTile(NamedTuple):
+    """A conv_wgmma block: BM rows x BN columns over two warpgroups, each
+    issuing wgmma.m64n128 (BM 128: they split the rows; BM 64, BN 256: the
+    columns)."""
+
+    bm: int
+    bn: int
+
+    @property
+    def threads(self) -> int:
+        return WGMMA_THREADS
+
+
+WGMMA_THREADS = 256  # conv_wgmma.cu: two warpgroups
+SM90A_FILES = ("conv_wgmma.cu",)  # built for sm_90a (wgmma) on compute capability 9.0
+WGMMA_TILES = (WgmmaTile(128, 128), WgmmaTile(64, 256))
+WGMMA_CHUNKS = 4  # conv_wgmma.cu: 16-byte chunks of a channel slice
+WGMMA_STAGES = 3  # and its shared-memory buffers
+WGMMA_MAX_TASKS = {2: 1, 4: 2}  # window vectors a thread loads per slice, by item size (conv_wgmma.cu's wgmma_max_tasks)
+
+
+def wgmma_name(dtype: str, index: str, tile: WgmmaTile) -> str:
+    return f"conv_wgmma<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}>"
+
+
+def wgmma_heuristic(rows: int) -> WgmmaTile:
+    """128 x 128 where the GEMM has more than 64 rows, else 64 x 256."""
+    return WGMMA_TILES[0] if rows > 64 else WGMMA_TILES[1]
+
+
+def wgmma_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str) -> Tuple[int, int, int, int]:
+    """(max_taps, window_vectors, chunk_stride, shared-memory bytes) of
+    conv_wgmma for these records.  A buffer holds max_taps taps of BM rows x
+    64 bytes and the window: WGMMA_CHUNKS chunks of 16-byte rows, one per
+    position a block reads (BN columns, the taps' span, up to one vector of
+    alignment), chunk_stride bytes apart.  That stride is 32 more than a
+    multiple of 128 bytes, so that the four chunks' rows a warp stores at
+    once fall in distinct bank groups.  The tile is staged for the epilogue
+    in the same memory."""
+    vec = 16 // ITEMSIZE[dtype]
+    records = numpy.asarray(flat).reshape(-1, 9)
+    taps = int(records[:, 7].max())
+    span = max(int((tile.bn - 1) * in_step + max(count - 1, 0) * abs(tap_in_step) + 1) for in_step, count, tap_in_step in records[:, [4, 7, 8]])
+    vectors = -(-(vec - 1 + span) // vec)
+    rows = vectors * vec
+    rows += (2 - rows) % 8
+    chunk_stride = 16 * rows
+    stage = taps * tile.bm * WGMMA_CHUNKS * 16 + WGMMA_CHUNKS * chunk_stride
+    stage = -(-stage // 128) * 128
+    return taps, vectors, chunk_stride, max(WGMMA_STAGES * stage, tile.bm * (tile.bn + 8) * 4)
+
+
 def window_channels_padded(channels: int, dtype: str) -> int:
     vec = 16 // numpy.dtype(dtype).itemsize
     return -(-channels // vec) * vec
@@ -541,6 +593,8 @@ def all_instantiations() -> List[Tuple[str, str]]:
             for passes in (1, 3) if dtype == "float32" else (1,):
                 if dtype in WINDOW_DTYPES:
                     names += [("conv_window.cu", window_name(dtype, index, t, passes)) for t in WINDOW_TUNE_TILES]
+                    if passes == 1:
+                        names += [("conv_wgmma.cu", wgmma_name(dtype, index, t)) for t in WGMMA_TILES]
                 if dtype in GRAD_INPUT_TAPS_DTYPES:
                     names += [
                         ("grad_input_taps.cu", grad_input_taps_name(dtype, index, t, v, passes))

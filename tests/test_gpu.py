@@ -304,8 +304,28 @@ def _spy(monkeypatch, name, record):
 
 
 def _spy_window(monkeypatch):
-    """The passes (forward, grad_input) conv_window ran."""
+    """The passes (forward, grad_input) conv_window ran (conv_wgmma kept off,
+    so that on Hopper too the tf32 and 16-bit passes reach conv_window)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_WGMMA", False)
     return _spy(monkeypatch, "_window", lambda args: args[5])
+
+
+def _is_hopper() -> bool:
+    from cupyconv import _cuda
+
+    return _cuda._compute_capability() == 90
+
+
+def _spy_wgmma(monkeypatch):
+    """The passes (forward, grad_input) conv_wgmma ran (wherever it fits, not
+    only where its routing rule sends it)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "WGMMA_MAX_ROWS", 1 << 30)
+    monkeypatch.setattr(_cuda, "WGMMA_MIN_TAPS", 0)
+    return _spy(monkeypatch, "_wgmma", lambda args: args[5])
 
 
 def _force_tile(monkeypatch, family, tile):
@@ -354,6 +374,45 @@ def test_window_64_bit_index(case, monkeypatch):
     ran = _spy_window(monkeypatch)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     test_forward(case, ("float16", "highest"))
+    assert ran
+
+
+# conv_wgmma runs the modes with one product per pair (not float32 "highest").
+WGMMA_MODES = [m for m in TENSOR_CORE_MODES if m != ("float32", "highest")]
+_ON_HOPPER_ONLY = "conv_wgmma runs on compute capability 9.0 only"
+
+
+@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
+@pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
+def test_wgmma_kernel(case, mode, monkeypatch):
+    """conv_wgmma's forward pass and grad_input, where it applies."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_wgmma(monkeypatch)
+    test_forward(case, mode)
+    test_backward(case, mode)
+    if case in WINDOW_CASES:
+        assert "forward" in ran, "conv_wgmma did not run the forward pass"
+
+
+@pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
+@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
+def test_every_wgmma_tile(case, mode, tile, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran, picked = _spy_wgmma(monkeypatch), _force_tile(monkeypatch, "conv_wgmma", tile)
+    test_forward(case, mode)
+    assert ran and picked, "the tile under test did not run"
+
+
+@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
+def test_wgmma_64_bit_index(case, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_wgmma(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(case, ("bfloat16", "highest"))
     assert ran
 
 
@@ -782,6 +841,41 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
     assert bool(ran) == expected
     oracle = (reference.conv_transpose1d if dims == 1 else reference.conv_transpose2d)(x.astype(numpy.float64), w.astype(numpy.float64), **problem)
     limit = {"float64": 1e-12, "float32": 1e-5 if mode[1] == "highest" else 2e-3, "float16": 2e-3, "bfloat16": 2e-2}[mode[0]]
+    assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < limit
+
+
+# Benchmark-like shapes (batch 1) under the default thresholds: conv_wgmma
+# where the rule sends it (P1-like in every mode: 5 taps; P4-like in 16-bit:
+# one channel slice), not where it measured slower (P4-like in tf32: two
+# slices of 3 taps; P2-like: 128 rows).
+_WGMMA_ROUTES = [
+    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), mode, True) for mode in (("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"))
+] + [
+    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float16", "highest"), True),
+    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), False),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float16", "highest"), False),
+    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), False),
+]
+
+
+@pytest.mark.parametrize("problem, mode, expected", _WGMMA_ROUTES, ids=lambda v: v if isinstance(v, bool) else str(v))
+def test_wgmma_routing(problem, mode, expected, monkeypatch):
+    """Which benchmark-like 1D shapes take conv_wgmma with no threshold
+    changed (on Hopper; nowhere else), and that the result is right either way."""
+    from cupyconv import _cuda
+
+    ran, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: ran.append(plan.file) or original(plan, arrays))
+    problem = dict(problem)
+    x_shape, w_shape = problem.pop("x"), problem.pop("w")
+    dtype = numpy_dtype(mode[0])
+    rng = numpy.random.default_rng(32)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    y = cupyconv.conv_transpose1d(_to_gpu(x, dtype), _to_gpu(w, dtype), **problem, precision=mode[1])
+    assert ("conv_wgmma.cu" in ran) == (expected and _is_hopper()), ran
+    oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), **problem)
+    limit = {"float32": 1e-5 if mode[1] == "highest" else 2e-3, "float16": 2e-3, "bfloat16": 2e-2}[mode[0]]
     assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < limit
 
 

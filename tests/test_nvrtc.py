@@ -54,3 +54,41 @@ def test_conv_direct_constants_match_the_host():
     assert "int* s_ih0 = s_kh + 16;" in text and "int* s_nth = s_ih0 + 16;" in text and _kernels.DIRECT_MAX_H_TAPS == 16
     assert int(found["DIRECT_MAX_STRIDE_W"]) == _kernels.DIRECT_MAX_STRIDE_W
     assert _kernels.DIRECT_HEADER_BYTES >= 4 * (16 + 16 + 2 + _kernels.DIRECT_MAX_STRIDE_W) and _kernels.DIRECT_HEADER_BYTES % 16 == 0
+
+
+def test_wgmma_compiles_for_sm_90a_without_spills():
+    """conv_wgmma is built for sm_90a on Hopper (its wgmma instructions exist
+    only there).  Its 32-bit-index instantiations keep the 64 accumulators
+    and the window's loads in registers under the two-blocks launch bound: a
+    spill would also make ptxas put fences between the asynchronous MMAs."""
+    import re
+
+    names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]
+    assert len(names) == 2 * len(_kernels.WGMMA_TILES) * len(_kernels.WINDOW_DTYPES)
+    program = nvrtc.createProgram(_kernels.source("conv_wgmma.cu"), "conv_wgmma.cu", [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(program, name)
+        try:
+            nvrtc.compileProgram(program, ["--gpu-architecture=sm_90a", "-std=c++17", "-Xptxas=-v"])
+        except nvrtc.NVRTCError as error:
+            pytest.fail(f"conv_wgmma.cu failed to compile for sm_90a: {error}\n{nvrtc.getProgramLog(program)}")
+        log = nvrtc.getProgramLog(program)
+        lowered = {nvrtc.getLoweredName(program, name): name for name in names}
+    finally:
+        nvrtc.destroyProgram(program)
+    reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
+    assert set(reports) == set(lowered)
+    spilled = [lowered[m] for m, spill in reports.items() if int(spill) and ", int," in lowered[m]]
+    assert not spilled, f"spills: {spilled}"
+
+
+def test_wgmma_constants_match_the_host():
+    import re
+
+    text = _kernels.source("conv_wgmma.cu")
+    found = dict(re.findall(r"constexpr int (WGMMA_\w+) = (\d+);", text))
+    assert int(found["WGMMA_THREADS"]) == _kernels.WGMMA_THREADS
+    assert int(found["WGMMA_STAGES"]) == _kernels.WGMMA_STAGES
+    assert int(found["WGMMA_CHUNKS"]) == _kernels.WGMMA_CHUNKS
+    assert "return sizeof(T) == 4 ? 2 : 1;" in text and _kernels.WGMMA_MAX_TASKS == {4: 2, 2: 1}

@@ -218,7 +218,6 @@ def interpret_window(source4, packed, out_shape4, flat, fold, groups, channels, 
     vec = 16 // numpy.dtype(dtype).itemsize
     max_taps, vectors, _, _ = _kernels.window_layout(flat, tile, dtype)
     batch, _, _, in_w = source4.shape
-    out_w = out_shape4[3]
     out = numpy.zeros(out_shape4)
     writes = numpy.zeros(out_shape4, dtype=numpy.int64)
     m = numpy.arange(out_channels * fold)
@@ -247,14 +246,22 @@ def interpret_window(source4, packed, out_shape4, flat, fold, groups, channels, 
                     a = packed[g, k, co, :channels]  # (rows, C)
                     b = win[:, g * channels : (g + 1) * channels][:, :, words]  # (batch, C, cols)
                     acc[:, g] += numpy.einsum("mc,ncq->nmq", a, b)
-            o = out_base + q[None, :] * out_step + r[:, None]  # (rows, cols)
-            valid = (q[None, :] < count) & (o >= 0) & (o < out_w)
-            for g in range(groups):
-                for mm, qq in zip(*numpy.nonzero(valid)):
-                    channel = g * out_channels + co[mm]
-                    out[:, channel, 0, o[mm, qq]] = acc[:, g, mm, qq]
-                    writes[:, channel, 0, o[mm, qq]] += 1
+            _scatter_window_tile(out, writes, acc, q, co, r, count, out_base, out_step, groups, out_channels)
     return out, writes
+
+
+def _scatter_window_tile(out, writes, acc, q, co, r, count, out_base, out_step, groups, out_channels):
+    """The window kernels' epilogue: tile entry (row m, column q) of acc
+    (batch, groups, rows, cols) goes to output channel co[m] at o = out_base +
+    q * out_step + r[m], where q < count and o is inside the row."""
+    out_w = out.shape[3]
+    o = out_base + q[None, :] * out_step + r[:, None]  # (rows, cols)
+    valid = (q[None, :] < count) & (o >= 0) & (o < out_w)
+    for g in range(groups):
+        for mm, qq in zip(*numpy.nonzero(valid)):
+            channel = g * out_channels + co[mm]
+            out[:, channel, 0, o[mm, qq]] = acc[:, g, mm, qq]
+            writes[:, channel, 0, o[mm, qq]] += 1
 
 
 _WINDOW_CASES = [c for c in CASES if c.dims == 1 and c.in_channels != c.groups] + WINDOW_CASES
@@ -831,3 +838,154 @@ def test_direct_layout_keeps_warps_in_one_phase_and_the_tile_in_budget():
     assert shared == _kernels.DIRECT_HEADER_BYTES + 4 * (th_max * 3 * 32 * 64 + th_max * 32 * span + 64 * (5 * cp + 1))
     p4 = _geometry.make_geometry(1, (16, 32, 131072), (32, 64, 3), None, 2, 1, 0, 1, 2)
     assert _kernels.direct_layout(p4, _kernels.DirectTile(64, 4), "float32")[:3] == (48, 51, 1)
+
+
+# --- the Hopper window kernel (kernels/conv_wgmma.cu) --------------------------
+
+
+def _core_matrix_read(memory, start, leading, stride, rows, k_bytes, itemsize):
+    """What wgmma reads through a K-major, unswizzled shared-memory descriptor
+    (PTX ISA, "Shared Memory Matrix Layout"): row i, byte b of its k range at
+    start + (i // 8) * stride + (i % 8) * 16 + (b // 16) * leading + b % 16.
+    `memory` holds one value per element; returns (rows, k) values and the
+    byte addresses read."""
+    i = numpy.arange(rows)[:, None]
+    b = numpy.arange(0, k_bytes, itemsize)[None, :]
+    address = start + (i // 8) * stride + (i % 8) * 16 + (b // 16) * leading + b % 16
+    assert (address % itemsize == 0).all()
+    return memory[address // itemsize], address
+
+
+def interpret_wgmma(source4, packed, out_shape4, flat, fold, groups, channels, out_channels, tile, dtype):
+    """conv_wgmma's data movement, slice by slice: the bytes each thread's
+    copies put in a stage buffer (A in core matrices, the window transposed),
+    then what each warpgroup's wgmma reads through its descriptors (start,
+    leading and stride offsets as the kernel builds them), then the epilogue.
+    Asserts that every descriptor read stays inside what this slice wrote:
+    A inside its taps, B inside the positions the window holds."""
+    itemsize = _kernels.ITEMSIZE[dtype]
+    vec = 16 // itemsize
+    chunks = _kernels.WGMMA_CHUNKS
+    bk = chunks * vec
+    k_bytes = 32  # one wgmma: k16 (16-bit) or k8 (TF32)
+    max_taps, vectors, chunk_stride, shared = _kernels.wgmma_layout(flat, tile, dtype)
+    a_tap = tile.bm * chunks * 16
+    a_bytes = max_taps * a_tap
+    stage_bytes = -(-(a_bytes + chunks * chunk_stride) // 128) * 128
+    assert _kernels.WGMMA_STAGES * stage_bytes <= shared and tile.bm * (tile.bn + 8) * 4 <= shared
+    assert vectors * chunks <= _kernels.WGMMA_MAX_TASKS[itemsize] * _kernels.WGMMA_THREADS
+    batch, _, _, in_w = source4.shape
+    out = numpy.zeros(out_shape4)
+    writes = numpy.zeros(out_shape4, dtype=numpy.int64)
+    rows = out_channels * fold
+    channels_padded = packed.shape[3]
+    wg_m = tile.bm // 64
+    warpgroups = [((wg if wg_m == 2 else 0) * 64, (wg if wg_m == 1 else 0) * 128) for wg in range(2)]
+    for record in numpy.asarray(flat).reshape(-1, 9):
+        count, out_base, out_step, in_base, in_step, tap_first, tap_step, taps, tap_in_step = (int(v) for v in record)
+        assert taps <= max_taps and in_step == 1
+        span = (taps - 1) * abs(tap_in_step) if taps else 0
+        slices = -(-channels // bk) if taps else 0
+        for m0 in range(0, rows, tile.bm):
+            m = m0 + numpy.arange(tile.bm)
+            co, r = m // fold, m % fold
+            for q0 in range(0, count, tile.bn):
+                lo = in_base + q0 - (span if tap_in_step < 0 else 0)
+                first = (lo // vec) * vec  # floor_to
+                head = lo - first
+                acc = numpy.zeros((batch, groups, tile.bm, tile.bn))
+                for n in range(batch):
+                    for g in range(groups):
+                        for s in range(slices):
+                            c0 = s * bk
+                            memory = numpy.full(stage_bytes // itemsize, numpy.nan)
+                            written = numpy.zeros(stage_bytes // itemsize, dtype=bool)
+                            for row in range(tile.bm):  # A: (row, chunk) copies, every tap
+                                for chunk in range(chunks):
+                                    for t in range(taps):
+                                        dst = t * a_tap + (row // 8) * chunks * 128 + chunk * 128 + (row % 8) * 16
+                                        c = c0 + chunk * vec + numpy.arange(vec)
+                                        values = numpy.zeros(vec)
+                                        if m[row] < rows and c0 + chunk * vec < channels_padded:
+                                            values = packed[g, tap_first + r[row] + t * tap_step, co[row], c]
+                                        memory[dst // itemsize : dst // itemsize + vec] = values
+                                        written[dst // itemsize : dst // itemsize + vec] = True
+                            for chunk in range(chunks):  # the window: task (chunk, v), VEC positions x VEC channels
+                                for v in range(vectors):
+                                    positions = first + v * vec + numpy.arange(vec)
+                                    c = c0 + chunk * vec + numpy.arange(vec)
+                                    inside = (positions >= 0) & (positions < in_w)
+                                    block = numpy.zeros((vec, vec))  # (position, channel)
+                                    if inside.all():
+                                        block = source4[n, g * channels + c.clip(0, channels - 1), 0][:, positions].T * (c < channels)
+                                    for pos in range(vec):
+                                        dst = a_bytes + chunk * chunk_stride + (v * vec + pos) * 16
+                                        assert dst + 16 <= a_bytes + chunks * chunk_stride
+                                        memory[dst // itemsize : dst // itemsize + vec] = block[pos]
+                                        written[dst // itemsize : dst // itemsize + vec] = True
+                            for wm, wn in warpgroups:
+                                for t in range(taps):
+                                    shift = (taps - 1 - t) * -tap_in_step if tap_in_step < 0 else t * tap_in_step
+                                    for ks in range(chunks // 2):
+                                        a, a_read = _core_matrix_read(
+                                            memory, (wm // 8) * chunks * 128 + t * a_tap + ks * 256, 128, chunks * 128, 64, k_bytes, itemsize)
+                                        b, b_read = _core_matrix_read(
+                                            memory, a_bytes + (head + wn + shift) * 16 + 2 * ks * chunk_stride, chunk_stride, 128, 128, k_bytes, itemsize)
+                                        assert (a_read < (t + 1) * a_tap).all() and (a_read >= t * a_tap).all()
+                                        assert (b_read >= a_bytes).all() and written[b_read // itemsize].all(), "a B read outside the window"
+                                        acc[n, g, wm : wm + 64, wn : wn + 128] += a @ b.T
+                q = q0 + numpy.arange(tile.bn)
+                keep = m < rows
+                _scatter_window_tile(out, writes, acc[:, :, keep], q, co[keep], r[keep], count, out_base, out_step, groups, out_channels)
+    return out, writes
+
+
+_WGMMA_CASES = [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold4_pad", "1d_win_s2_k5_g2", "1d_win_k9_d4")]
+
+
+@pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", _WGMMA_CASES, ids=str)
+def test_wgmma_forward_computes_conv_transpose(case, dtype, tile):
+    rng = numpy.random.default_rng(14)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    flat, fold = _kernels.window_records(geometry, "forward")
+    view = _kernels.pack_window_weight(w, geometry, "forward")
+    packed = numpy.zeros(view.shape[:3] + (_kernels.window_channels_padded(view.shape[3], dtype),))
+    packed[..., : view.shape[3]] = view
+    out, writes = interpret_wgmma(
+        x.reshape(geometry.input_shape4), packed, geometry.output_shape4, flat, fold, geometry.groups,
+        geometry.in_channels_per_group, geometry.out_channels_per_group, tile, dtype,
+    )  # fmt: skip
+    expected = F.conv_transpose1d(torch.from_numpy(x), torch.from_numpy(w), **case.kwargs).numpy().reshape(geometry.output_shape4)
+    assert (writes == 1).all(), "every output element is written exactly once"
+    numpy.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def _wgmma_grad_input_cases():
+    """(case, dtype) pairs whose grad_input the host routes to the window
+    kernels: stride 1, grad_output rows of whole 16-byte vectors."""
+    for case in _WGMMA_CASES + [c for c in CASES if c.dims == 1 and c.in_channels != c.groups]:
+        geometry = _geometry_of(case)
+        for dtype in ("float32", "float16"):
+            if case.stride == 1 and geometry.output_shape4[3] * _kernels.ITEMSIZE[dtype] % 16 == 0:
+                yield pytest.param(case, dtype, id=f"{case}-{dtype}")
+
+
+@pytest.mark.parametrize("case, dtype", list(_wgmma_grad_input_cases()))
+def test_wgmma_grad_input_computes_the_correlation(case, dtype):
+    rng = numpy.random.default_rng(15)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    gy = rng.standard_normal(geometry.output_shape4)
+    flat, fold = _kernels.window_records(geometry, "grad_input")
+    view = _kernels.pack_window_weight(w, geometry, "grad_input")
+    packed = numpy.zeros(view.shape[:3] + (_kernels.window_channels_padded(view.shape[3], dtype),))
+    packed[..., : view.shape[3]] = view
+    out, writes = interpret_wgmma(
+        gy, packed, geometry.input_shape4, flat, fold, geometry.groups,
+        geometry.out_channels_per_group, geometry.in_channels_per_group, _kernels.WGMMA_TILES[1], dtype,
+    )  # fmt: skip
+    assert (writes == 1).all()
+    numpy.testing.assert_allclose(out, _torch_grads(x, w, gy, geometry)[0], rtol=1e-12, atol=1e-12)

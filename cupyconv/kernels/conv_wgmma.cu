@@ -1,0 +1,316 @@
+// 1D strided correlation on Hopper's warpgroup tensor cores (wgmma, sm_90a):
+// conv_window's GEMM -- the same phase records, fold, packed weight and
+// epilogue (conv_window.cu, window.cuh) -- with both operands read by the
+// tensor cores from shared memory, for float ("tf32"), half and bfloat16.
+//
+// GEMM per (group, phase): rows m = co * fold + r, columns q, reduction over
+// (channel slice, tap, channel), as in conv_window.cu.  A block is two
+// warpgroups (256 threads); each issues wgmma.m64n128 on 64 rows x 128
+// columns of the BM x BN tile: BM 128, BN 128 (the warpgroups split the
+// rows) or BM 64, BN 256 (they split the columns).
+//
+// Shared memory, per channel slice of 64 bytes (WGMMA_CHUNKS chunks of 16
+// bytes: 8 half/bfloat16 channels or 4 float channels each), three buffers:
+//   * A, per tap: BM rows x 4 chunks of the packed weight, in wgmma's
+//     K-major layout without swizzle: row m, chunk c at
+//     (m / 8) * 512 + c * 128 + (m % 8) * 16, i.e. 8-row x 16-byte core
+//     matrices, 128 bytes apart along k (the descriptor's leading offset)
+//     and 512 along m (its stride offset).  Copied with cp.async.
+//   * the window, transposed: chunk c, position l at c * chunk_stride + l * 16
+//     holds the chunk's channels at input position window_first + l.  Eight
+//     consecutive positions of a chunk form a core matrix wherever they
+//     start, so each tap's B operand is the one window with the descriptor's
+//     start moved by the tap's shift (16 bytes a position; leading offset
+//     chunk_stride, stride offset 128).  The input is read from global memory
+//     once per slice for every tap, through registers: a thread loads VEC
+//     channels x VEC positions (16-byte vectors along the positions) and
+//     stores them as VEC rows of 16 bytes.
+// float weights come rounded to TF32 by the host and the window is rounded
+// here (cvt.rn), so the products are round-to-nearest TF32, as conv_window's.
+//
+// Pipeline: slice s + 1 is loaded while the tensor cores work through slice
+// s (and the end of s - 1): one barrier per slice, after which every
+// warpgroup has finished slice s - 2 (wgmma.wait_group 1), whose buffer is
+// the one refilled.
+//
+// Requirements checked by the host: compute capability 9.0 (the code is
+// built for sm_90a; other targets compile an empty body), in_w a multiple of
+// 16 bytes' worth of elements, a 16-byte-aligned input, channels padded to a
+// multiple of 16 bytes in the packed weight (zeros), fold a power of two.
+#include "common.cuh"
+#include "mma.cuh"
+#include "window.cuh"
+
+constexpr int WGMMA_THREADS = 256;  // two warpgroups
+constexpr int WGMMA_STAGES = 3;     // shared-memory buffers
+constexpr int WGMMA_CHUNKS = 4;     // 16-byte chunks of a channel slice
+// Window vectors a thread loads per slice, at most (the host checks): float
+// windows are twice as many vectors as 16-bit ones of the same span.
+template <typename T>
+__host__ __device__ constexpr int wgmma_max_tasks() { return sizeof(T) == 4 ? 2 : 1; }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A shared-memory matrix descriptor: no swizzle, base offset 0, byte
+// offsets in 16-byte units (14 bits each).
+__device__ __forceinline__ unsigned long long wgmma_descriptor(unsigned address, unsigned leading, unsigned stride) {
+    return static_cast<unsigned long long>((address >> 4) & 0x3FFF) |
+           static_cast<unsigned long long>((leading >> 4) & 0x3FFF) << 16 |
+           static_cast<unsigned long long>((stride >> 4) & 0x3FFF) << 32;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Ordinary shared-memory stores, made visible to the tensor cores' reads.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Keeps the compiler from moving accumulator accesses across the asynchronous MMAs.
+__device__ __forceinline__ void pin(float (&d)[64]) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// D (64 x 128 floats, this thread's 64) += A (64 x K) * B (K x 128), both
+// from shared memory, K 16 (16-bit) or 8 (TF32).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128(float (&d)[64], unsigned long long a, unsigned long long b);
+template <>
+__device__ __forceinline__ void wgmma_m64n128<half_t>(float (&d)[64], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_m64n128<bfloat16_t>(float (&d)[64], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_m64n128<float>(float (&d)[64], unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(1));
+}
+#endif
+
+template <typename T, typename Index, int BM, int BN>
+__global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
+    const T* __restrict__ in,        // (batch, groups * channels, in_w)
+    const T* __restrict__ weight,    // packed (groups, kernel_w, out_channels, channels_padded); float: TF32 values
+    const T* __restrict__ bias,      // (groups * out_channels,), or null for none
+    T* __restrict__ out,             // (batch, groups * out_channels, out_w)
+    const int* __restrict__ phases,  // num_phases AxisPhase records
+    int num_phases, int fold_shift,  // fold = 1 << fold_shift rows per output channel
+    int batch, int groups, int channels, int channels_padded, int out_channels,
+    int in_w, int out_w, int kernel_w,
+    int max_taps, int window_vectors, int chunk_stride,  // A buffers per tap; window vectors per chunk; bytes between chunks
+    int m_tiles, int col_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr bool WIDE = sizeof(T) == 4;
+    constexpr int VEC = 16 / sizeof(T);        // channels per chunk, and positions per vector
+    constexpr int BK = WGMMA_CHUNKS * VEC;     // channels per slice
+    constexpr int WG_M = BM / 64, WG_N = 2 / WG_M;
+    static_assert(WG_M * WG_N == 2 && BN / WG_N == 128, "two warpgroups of m64n128");
+    constexpr int TASKS = wgmma_max_tasks<T>();
+    constexpr int A_PAIRS = BM * WGMMA_CHUNKS / WGMMA_THREADS;  // (row, chunk) copies per thread and tap
+    constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;               // bytes of one tap's A
+
+    extern __shared__ __align__(128) unsigned char smem[];
+
+    unsigned block = blockIdx.x;
+    const int phase = block % num_phases;
+    block /= num_phases;
+    const int m_tile = block % m_tiles;
+    block /= m_tiles;
+    const int col_tile = block % col_tiles;
+    block /= col_tiles;
+    const int n = block % batch;
+    const int group = block / batch;
+    const AxisPhase p = load_axis_phase(phases, phase);
+    const int q0 = col_tile * BN;
+    if (q0 >= p.count) return;  // this phase has fewer columns than the largest one
+
+    const int tid = threadIdx.x;
+    const int warpgroup = tid / 128;
+    const int taps = p.tap_count;
+    const int tap_span = taps > 0 ? (taps - 1) * abs(p.tap_in_step) : 0;
+    const int lo = p.in_base + q0 - (p.tap_in_step < 0 ? tap_span : 0);  // in_step is 1 (host)
+    const int window_first = floor_to(lo, VEC);
+    const int head = lo - window_first;
+
+    const int fold = 1 << fold_shift;
+    const int rows = out_channels << fold_shift;
+    const Index in_base = (static_cast<Index>(n) * groups + group) * channels * static_cast<Index>(in_w);
+    const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
+
+    const int a_bytes = max_taps * A_TAP;
+    const int stage_bytes = a_bytes + WGMMA_CHUNKS * chunk_stride;  // a multiple of 128 (host)
+    const int slices = taps > 0 ? (channels + BK - 1) / BK : 0;  // a phase no tap reaches writes the bias
+
+    // A: each thread copies fixed (row, chunk) pairs for every tap; tap t + 1's
+    // source is tap_step kernel taps further on.
+    const T* a_src[A_PAIRS];
+    int a_dst[A_PAIRS], a_chunk[A_PAIRS];
+    bool a_valid[A_PAIRS];
+#pragma unroll
+    for (int i = 0; i < A_PAIRS; ++i) {
+        const int pair = tid + i * WGMMA_THREADS;
+        const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
+        const int m = m_tile * BM + row;
+        const int co = m >> fold_shift, r = m & (fold - 1);
+        a_valid[i] = m < rows;
+        a_src[i] = weight + w_base + (static_cast<Index>(p.tap_first + r) * out_channels + co) * channels_padded + chunk * VEC;
+        a_dst[i] = (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16;
+        a_chunk[i] = chunk * VEC;
+    }
+    const Index a_tap_step = static_cast<Index>(p.tap_step) * out_channels * channels_padded;
+    // The window: task (chunk c, vector v) loads VEC channels of chunk c at
+    // positions window_first + v * VEC ...; consecutive threads take the four
+    // chunks of a vector, then the next vector (coalesced along each channel).
+    const T* w_src[TASKS];
+    int w_dst[TASKS], w_channel[TASKS];
+    bool w_exists[TASKS], w_inside[TASKS];
+#pragma unroll
+    for (int i = 0; i < TASKS; ++i) {
+        const int task = tid + i * WGMMA_THREADS;
+        const int chunk = task % WGMMA_CHUNKS, v = task / WGMMA_CHUNKS;
+        const int l = window_first + v * VEC;
+        w_exists[i] = v < window_vectors;
+        w_inside[i] = w_exists[i] && l >= 0 && l < in_w;  // in_w % VEC == 0: all or nothing
+        w_channel[i] = chunk * VEC;
+        w_src[i] = in + in_base + static_cast<Index>(w_channel[i]) * in_w + l;
+        w_dst[i] = a_bytes + chunk * chunk_stride + v * VEC * 16;
+    }
+    const Index slice_step = static_cast<Index>(BK) * in_w;
+
+    // Slice s into buffer buf: A by cp.async (one commit group), the window
+    // through registers.
+    auto load = [&](int s, int buf) {
+        unsigned char* stage = smem + buf * stage_bytes;
+        const int c0 = s * BK;
+#pragma unroll
+        for (int i = 0; i < A_PAIRS; ++i) {
+            const bool valid = a_valid[i] && c0 + a_chunk[i] < channels_padded;
+            const T* src = a_src[i] + c0;
+            unsigned char* dst = stage + a_dst[i];
+            for (int t = 0; t < taps; ++t) {
+                cp_async16(dst, valid ? src : weight, valid);
+                src += a_tap_step;
+                dst += A_TAP;
+            }
+        }
+        cp_async_commit();
+        const Index offset = s * slice_step;
+#pragma unroll
+        for (int i = 0; i < TASKS; ++i) {
+            if (!w_exists[i]) continue;
+            unsigned char* dst = stage + w_dst[i];
+            if constexpr (WIDE) {
+                uint4 raw[4];  // raw[e]: channel c0 + w_channel + e at 4 positions
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    raw[e] = make_uint4(0, 0, 0, 0);
+                    if (w_inside[i] && c0 + w_channel[i] + e < channels)
+                        raw[e] = *reinterpret_cast<const uint4*>(w_src[i] + offset + static_cast<Index>(e) * in_w);
+                }
+#pragma unroll
+                for (int pos = 0; pos < 4; ++pos) {
+                    unsigned word[4];  // this position's 4 channels, TF32-rounded
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) word[e] = to_tf32(__uint_as_float(reinterpret_cast<const unsigned*>(&raw[e])[pos]));
+                    *reinterpret_cast<uint4*>(dst + pos * 16) = make_uint4(word[0], word[1], word[2], word[3]);
+                }
+            } else {
+                // Two halves of 4 channels (8 bytes of each row), to hold 16
+                // registers rather than 32 next to the accumulators.
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    uint4 raw[4];  // raw[e]: channel c0 + w_channel + 4 * half + e at 8 positions
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int c = 4 * half + e;
+                        raw[e] = make_uint4(0, 0, 0, 0);
+                        if (w_inside[i] && c0 + w_channel[i] + c < channels)
+                            raw[e] = *reinterpret_cast<const uint4*>(w_src[i] + offset + static_cast<Index>(c) * in_w);
+                    }
+#pragma unroll
+                    for (int pos = 0; pos < 8; ++pos) {
+                        unsigned word[2];  // channels (4 half, 4 half + 1) and (4 half + 2, 4 half + 3) at this position
+#pragma unroll
+                        for (int j = 0; j < 2; ++j)
+                            word[j] = __byte_perm(reinterpret_cast<const unsigned*>(&raw[2 * j])[pos / 2],
+                                                  reinterpret_cast<const unsigned*>(&raw[2 * j + 1])[pos / 2], pos % 2 ? 0x7632 : 0x5410);
+                        *reinterpret_cast<uint2*>(dst + pos * 16 + half * 8) = make_uint2(word[0], word[1]);
+                    }
+                }
+            }
+        }
+    };
+
+    // This warpgroup's operands: rows wm.. of A, columns wn.. of the tile.
+    const int wm = (WG_M == 2 ? warpgroup : 0) * 64, wn = (WG_N == 2 ? warpgroup : 0) * 128;
+    const unsigned base = shared_address(smem);
+    const unsigned long long a_desc = wgmma_descriptor(base + (wm / 8) * (WGMMA_CHUNKS * 128), 128, WGMMA_CHUNKS * 128);
+    const unsigned long long b_desc = wgmma_descriptor(base + a_bytes + (head + wn) * 16, chunk_stride, 128);
+    constexpr int KSTEPS = WGMMA_CHUNKS / 2;  // one wgmma takes 32 bytes of k
+
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+
+    if (slices > 0) load(0, 0);
+    for (int s = 0; s < slices; ++s) {
+        const int buf = s % WGMMA_STAGES;
+        cp_async_wait_all();
+        fence_proxy_async();
+        __syncthreads();  // slice s is in buf; every warpgroup has finished slice s - 2
+        pin(acc);
+        const unsigned stage_offset = buf * stage_bytes;
+        for (int t = 0; t < taps; ++t) {
+            wgmma_fence();  // in each iteration of this runtime loop (ptxas would inject one)
+            const int shift = p.tap_in_step < 0 ? (taps - 1 - t) * -p.tap_in_step : t * p.tap_in_step;
+            const unsigned long long a_t = a_desc + ((stage_offset + t * A_TAP) >> 4);
+            const unsigned long long b_t = b_desc + ((stage_offset + shift * 16) >> 4);
+#pragma unroll
+            for (int ks = 0; ks < KSTEPS; ++ks)
+                wgmma_m64n128<T>(acc, a_t + ((ks * 256) >> 4), b_t + ((2 * ks * chunk_stride) >> 4));
+        }
+        wgmma_commit();
+        if (s + 1 < slices) load(s + 1, (s + 1) % WGMMA_STAGES);
+        wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+    pin(acc);
+    __syncthreads();  // the buffers are free for the staged tile
+
+    // Accumulator layout of m64n128 (PTX ISA): warp w of the warpgroup holds
+    // rows 16w + g and 16w + g + 8 (g = lane / 4), columns 8j + 2t and
+    // 8j + 2t + 1 (t = lane % 4), as acc[4j], acc[4j + 1] and acc[4j + 2],
+    // acc[4j + 3].
+    constexpr int SROW = window_stage_row<BN>();
+    float* stage = reinterpret_cast<float*>(smem);
+    {
+        const int lane = tid % 32, w = (tid / 32) % 4;
+        const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                *reinterpret_cast<float2*>(&stage[(wm + 16 * w + g + 8 * h) * SROW + wn + 8 * j + 2 * t4]) =
+                    make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+    __syncthreads();
+    store_window_tile<T, Index, BM, BN, WGMMA_THREADS>(stage, p, bias, out, n, groups, group, out_channels, out_w, m_tile, q0, fold_shift);
+#endif
+}
