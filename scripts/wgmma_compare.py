@@ -1,0 +1,55 @@
+"""conv_wgmma against conv_window on the benchmark problems, with torch.
+
+Usage (on a Hopper GPU): ``python scripts/wgmma_compare.py P1,P2,X2 tf32,float16,bfloat16``.
+For each problem and mode, runs bench's forward row (and with ``--backward``
+its backward row) with conv_wgmma off, then on, in one process, and prints
+one Markdown row per run (conv_wgmma with its heuristic tile, then with
+each tile; a tile that does not fit leaves conv_window to run, which the
+kernels column shows): our ms, torch's ms (cuDNN in the matching
+setting), the speed-up and both relative errors against float64.
+"""
+
+import sys
+
+from cupyconv import _cuda, _kernels, bench
+
+
+def main(problem_ids, modes, backward=False):
+    print("| id | mode | pass | run | kernels launched | ms | torch ms | speed-up | error | torch error |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    launch, launched = _cuda._launch, set()
+
+    def spy(plan, arrays):
+        launched.add(plan.name.split("<")[0])
+        launch(plan, arrays)
+
+    _cuda._launch = spy
+    for pid in problem_ids:
+        problem = bench.PROBLEMS[pid]
+        for mode in modes:
+            dtype, precision = bench.MODES[mode]
+            runs = [("conv_window", False, None), ("conv_wgmma", True, None)]
+            runs += [(f"conv_wgmma {t.bm}x{t.bn}", True, t) for t in _kernels.WGMMA_TILES]
+            heuristic = _kernels.wgmma_heuristic
+            for label, on, tile in runs:
+                _cuda.USE_WGMMA = on
+                if tile is not None:
+                    _kernels.wgmma_heuristic = lambda rows, tile=tile: tile
+                launched.clear()
+                try:
+                    if backward:
+                        (row,) = bench.run_gpu_backward([problem], dtype, precision, 5, 20)
+                    else:
+                        (row,) = bench.run_gpu([problem], dtype, precision, 5, 20, use_torch=True)
+                finally:
+                    _cuda.USE_WGMMA, _kernels.wgmma_heuristic = True, heuristic
+                print(
+                    f"| {pid} | {mode} | {'backward' if backward else 'forward'} | {label} | {', '.join(sorted(launched))} | {row.ours_ms:.3f} | {row.torch_ms:.3f} "
+                    f"| {row.torch_ms / row.ours_ms:.2f}x | {row.ours_error:.2e} | {row.torch_error:.2e} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if a != "--backward"]
+    main(args[0].split(","), args[1].split(",") if len(args) > 1 else ["tf32", "float16", "bfloat16"], "--backward" in sys.argv)
