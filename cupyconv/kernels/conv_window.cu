@@ -71,26 +71,13 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
 
     extern __shared__ __align__(16) unsigned char smem[];
 
-    unsigned block = blockIdx.x;
-    const int phase = block % num_phases;
-    block /= num_phases;
-    const int m_tile = block % m_tiles;
-    block /= m_tiles;
-    const int col_tile = block % col_tiles;
-    block /= col_tiles;
-    const int n = block % batch;
-    const int group = block / batch;
-    const AxisPhase p = load_axis_phase(phases, phase);
-    const int q0 = col_tile * BN;
-    if (q0 >= p.count) return;  // this phase has fewer columns than the largest one
+    const WindowBlock wb = window_block(phases, num_phases, m_tiles, col_tiles, batch, BN, VEC);
+    if (wb.q0 >= wb.p.count) return;  // this phase has fewer columns than the largest one
+    const AxisPhase& p = wb.p;
+    const int m_tile = wb.m_tile, n = wb.n, group = wb.group, q0 = wb.q0;
+    const int taps = p.tap_count, window_first = wb.window_first, head = wb.head;
 
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int taps = p.tap_count;
-    const int tap_span = taps > 0 ? (taps - 1) * abs(p.tap_in_step) : 0;
-    // First input position of the window, aligned down to a 16-byte vector.
-    const int lo = p.in_base + q0 - (p.tap_in_step < 0 ? tap_span : 0);  // in_step is 1 (host)
-    const int window_first = floor_to(lo, VEC);
-    const int head = lo - window_first;
 
     const int fold = 1 << fold_shift;
     const int rows = out_channels << fold_shift;

@@ -8,6 +8,38 @@ __device__ __forceinline__ int floor_to(int v, int step) {  // largest multiple 
     return v >= 0 ? v / step * step : -((-v + step - 1) / step) * step;
 }
 
+// A window kernel's block: its phase record, row tile, image, group and
+// first column q0, decoded from blockIdx.x (phase fastest, then row tile,
+// column tile, image, group), and its window: the first input position any
+// column and tap reads, aligned down to `vec` elements (16 bytes), and the
+// offset of that position in it.  The block has no work where q0 >= p.count
+// (a phase with fewer columns than the largest).
+struct WindowBlock {
+    AxisPhase p;
+    int m_tile, n, group, q0, window_first, head;
+};
+__device__ __forceinline__ WindowBlock window_block(const int* __restrict__ phases, int num_phases, int m_tiles, int col_tiles,
+                                                    int batch, int bn, int vec) {
+    WindowBlock b;
+    unsigned block = blockIdx.x;
+    const int phase = block % num_phases;
+    block /= num_phases;
+    b.m_tile = block % m_tiles;
+    block /= m_tiles;
+    const int col_tile = block % col_tiles;
+    block /= col_tiles;
+    b.n = block % batch;
+    b.group = block / batch;
+    b.p = load_axis_phase(phases, phase);
+    b.q0 = col_tile * bn;
+    const int taps = b.p.tap_count;
+    const int tap_span = taps > 0 ? (taps - 1) * abs(b.p.tap_in_step) : 0;
+    const int lo = b.p.in_base + b.q0 - (b.p.tap_in_step < 0 ? tap_span : 0);  // in_step is 1 (host)
+    b.window_first = floor_to(lo, vec);
+    b.head = lo - b.window_first;
+    return b;
+}
+
 // Rows of the staged tile: BN + 8 floats (float2 fragment writes of 8 rows x
 // 4 pairs per wavefront hit distinct banks).
 template <int BN>
