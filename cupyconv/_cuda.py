@@ -372,16 +372,22 @@ _round_tf32 = cupy.ElementwiseKernel(
 )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=1024)
+def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, int]:
+    """(most taps of any phase, channel slices) of a conv_wgmma block: what
+    its routing rule weighs (the caller has checked that a plan exists)."""
+    flat, _, red_channels, *_ = _window_problem(geometry, pass_name, dtype)
+    return max(flat[7::9]), -(-red_channels // (_kernels.WGMMA_CHUNKS * 16 // _kernels.ITEMSIZE[dtype]))
+
+
 def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
     """Runs the pass with conv_wgmma if it applies; False if it does not."""
     if rows > WGMMA_MAX_ROWS:
         return False
     heuristic = _kernels.wgmma_heuristic(rows)
-    found = _wgmma_plan(geometry, pass_name, dtype, index, heuristic, max_shared)
-    if found is None:
+    if _wgmma_plan(geometry, pass_name, dtype, index, heuristic, max_shared) is None:
         return False
-    taps = max(found[1][7::9])
-    slices = -(-_window_problem(geometry, pass_name, dtype)[2] // (_kernels.WGMMA_CHUNKS * 16 // _kernels.ITEMSIZE[dtype]))
+    taps, slices = _wgmma_work(geometry, pass_name, dtype)
     if slices > 1 and taps < WGMMA_MIN_TAPS:
         return False
     packed = _window_weight(weight, geometry, pass_name, dtype)
