@@ -940,6 +940,15 @@ def interpret_wgmma(source4, packed, out_shape4, flat, fold, groups, channels, o
     return out, writes
 
 
+def _padded_window_weight(w, geometry, pass_name, dtype):
+    """The packed weight as the host gives conv_wgmma: (groups, KW, M, C) with
+    C padded with zeros to 16 bytes."""
+    view = _kernels.pack_window_weight(w, geometry, pass_name)
+    packed = numpy.zeros(view.shape[:3] + (_kernels.window_channels_padded(view.shape[3], dtype),))
+    packed[..., : view.shape[3]] = view
+    return packed
+
+
 _WGMMA_CASES = [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold4_pad", "1d_win_s2_k5_g2", "1d_win_k9_d4")]
 
 
@@ -951,9 +960,7 @@ def test_wgmma_forward_computes_conv_transpose(case, dtype, tile):
     x, w, _ = case.arrays(rng)
     geometry = _geometry_of(case)
     flat, fold = _kernels.window_records(geometry, "forward")
-    view = _kernels.pack_window_weight(w, geometry, "forward")
-    packed = numpy.zeros(view.shape[:3] + (_kernels.window_channels_padded(view.shape[3], dtype),))
-    packed[..., : view.shape[3]] = view
+    packed = _padded_window_weight(w, geometry, "forward", dtype)
     out, writes = interpret_wgmma(
         x.reshape(geometry.input_shape4), packed, geometry.output_shape4, flat, fold, geometry.groups,
         geometry.in_channels_per_group, geometry.out_channels_per_group, tile, dtype,
@@ -980,9 +987,7 @@ def test_wgmma_grad_input_computes_the_correlation(case, dtype):
     geometry = _geometry_of(case)
     gy = rng.standard_normal(geometry.output_shape4)
     flat, fold = _kernels.window_records(geometry, "grad_input")
-    view = _kernels.pack_window_weight(w, geometry, "grad_input")
-    packed = numpy.zeros(view.shape[:3] + (_kernels.window_channels_padded(view.shape[3], dtype),))
-    packed[..., : view.shape[3]] = view
+    packed = _padded_window_weight(w, geometry, "grad_input", dtype)
     out, writes = interpret_wgmma(
         gy, packed, geometry.input_shape4, flat, fold, geometry.groups,
         geometry.out_channels_per_group, geometry.in_channels_per_group, _kernels.WGMMA_TILES[1], dtype,
