@@ -222,6 +222,38 @@ def wgmma_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str) -> Tuple[in
     return taps, vectors, chunk_stride, max(WGMMA_STAGES * stage, tile.bm * (tile.bn + 8) * 4)
 
 
+def resident_name(dtype: str, index: str, tile: WgmmaTile, blocks: int) -> str:
+    return f"conv_wgmma_resident<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {blocks}>"
+
+
+# conv_wgmma_resident's launch bounds (blocks per multiprocessor) by tile:
+# two where they fit in shared memory for the 64 x 256 tile only (under 128
+# registers ptxas spills a few epilogue values of the 128 x 128 tile's 16-bit
+# code too many; one block of it at 200-odd registers measured faster).
+RESIDENT_VARIANTS = ((WGMMA_TILES[0], 1), (WGMMA_TILES[1], 1), (WGMMA_TILES[1], 2))
+
+
+RESIDENT_RAW_BUFFERS = 3  # conv_wgmma_resident: raw window slices in flight
+RESIDENT_WINDOW_BUFFERS = 2  # and transposed ones
+RESIDENT_PART_BYTES = 64 * (128 + 8) * 4  # one warpgroup's staged 64 x 128 part (window_stage_row<128>)
+
+
+def resident_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str, channels: int) -> Tuple[int, int, int, int]:
+    """(max_taps, window_vectors, chunk_stride, shared-memory bytes) of
+    conv_wgmma_resident for these records and reduction channels: the whole
+    weight row tile (every 64-byte channel slice and tap, BM rows each), three
+    raw window slices ([channel][position], rows of window_vectors 16-byte
+    vectors, 32 bytes of skew per 16-byte chunk of channels) and two
+    transposed ones as conv_wgmma's (or one staged 64 x 128 float part, if
+    larger)."""
+    taps, vectors, chunk_stride, _ = wgmma_layout(flat, tile, dtype)
+    bk = WGMMA_CHUNKS * 16 // ITEMSIZE[dtype]
+    weight = -(-channels // bk) * taps * tile.bm * WGMMA_CHUNKS * 16
+    raw = -(-(bk * vectors * 16 + 128) // 128) * 128
+    windows = max(RESIDENT_WINDOW_BUFFERS * WGMMA_CHUNKS * chunk_stride, RESIDENT_PART_BYTES)
+    return taps, vectors, chunk_stride, weight + RESIDENT_RAW_BUFFERS * raw + windows
+
+
 def window_channels_padded(channels: int, dtype: str) -> int:
     vec = 16 // numpy.dtype(dtype).itemsize
     return -(-channels // vec) * vec
@@ -595,6 +627,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     names += [("conv_window.cu", window_name(dtype, index, t, passes)) for t in WINDOW_TUNE_TILES]
                     if passes == 1:
                         names += [("conv_wgmma.cu", wgmma_name(dtype, index, t)) for t in WGMMA_TILES]
+                        names += [("conv_wgmma.cu", resident_name(dtype, index, t, b)) for t, b in RESIDENT_VARIANTS]
                 if dtype in GRAD_INPUT_TAPS_DTYPES:
                     names += [
                         ("grad_input_taps.cu", grad_input_taps_name(dtype, index, t, v, passes))

@@ -56,15 +56,26 @@ def test_conv_direct_constants_match_the_host():
     assert _kernels.DIRECT_HEADER_BYTES >= 4 * (16 + 16 + 2 + _kernels.DIRECT_MAX_STRIDE_W) and _kernels.DIRECT_HEADER_BYTES % 16 == 0
 
 
+# Spill bytes ptxas reports for conv_wgmma_resident's two-block (128-register)
+# builds, at most: loop-invariant values, stored once before the main loop and
+# reloaded by the epilogue (checked in the SASS of the 64 x 256 builds: no
+# local loads or stores among the MMAs, one load per slice after them).
+RESIDENT_TWO_BLOCK_SPILL = 64
+
+
 def test_wgmma_compiles_for_sm_90a_without_spills():
-    """conv_wgmma is built for sm_90a on Hopper (its wgmma instructions exist
-    only there).  Its 32-bit-index instantiations keep the 64 accumulators
-    and the window's loads in registers under the two-blocks launch bound: a
-    spill would also make ptxas put fences between the asynchronous MMAs."""
+    """conv_wgmma and conv_wgmma_resident are built for sm_90a on Hopper
+    (their wgmma instructions exist only there).  Their 32-bit-index
+    instantiations keep the 64 accumulators and the window's loads in
+    registers: a spill in the main loop would also make ptxas put fences
+    between the asynchronous MMAs.  conv_wgmma (two blocks) and
+    conv_wgmma_resident's one-block builds spill nothing; its two-block
+    builds a few epilogue values (RESIDENT_TWO_BLOCK_SPILL)."""
     import re
 
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]
-    assert len(names) == 2 * len(_kernels.WGMMA_TILES) * len(_kernels.WINDOW_DTYPES)
+    per_index = len(_kernels.WGMMA_TILES) + len(_kernels.RESIDENT_VARIANTS)
+    assert len(names) == 2 * per_index * len(_kernels.WINDOW_DTYPES)
     program = nvrtc.createProgram(_kernels.source("conv_wgmma.cu"), "conv_wgmma.cu", [], [])
     try:
         for name in names:
@@ -79,7 +90,8 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
         nvrtc.destroyProgram(program)
     reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
     assert set(reports) == set(lowered)
-    spilled = [lowered[m] for m, spill in reports.items() if int(spill) and ", int," in lowered[m]]
+    limit = {name: RESIDENT_TWO_BLOCK_SPILL if name.startswith("conv_wgmma_resident") and name.endswith(", 2>") else 0 for name in names}
+    spilled = [(lowered[m], int(spill)) for m, spill in reports.items() if int(spill) > limit[lowered[m]] and ", int," in lowered[m]]
     assert not spilled, f"spills: {spilled}"
 
 

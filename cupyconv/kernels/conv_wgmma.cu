@@ -71,36 +71,36 @@ __device__ __forceinline__ void pin(float (&d)[64]) {
     for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// D (64 x 128 floats, this thread's 64) += A (64 x K) * B (K x 128), both
-// from shared memory, K 16 (16-bit) or 8 (TF32).
+// D (64 x 128 floats, this thread's 64) = A (64 x K) * B (K x 128) + (D if
+// accumulate), both operands from shared memory, K 16 (16-bit) or 8 (TF32).
 template <typename T>
-__device__ __forceinline__ void wgmma_m64n128(float (&d)[64], unsigned long long a, unsigned long long b);
+__device__ __forceinline__ void wgmma_m64n128(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate = 1);
 template <>
-__device__ __forceinline__ void wgmma_m64n128<half_t>(float (&d)[64], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_m64n128<half_t>(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(1));
+        : "l"(a), "l"(b), "r"(accumulate));
 }
 template <>
-__device__ __forceinline__ void wgmma_m64n128<bfloat16_t>(float (&d)[64], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_m64n128<bfloat16_t>(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(1));
+        : "l"(a), "l"(b), "r"(accumulate));
 }
 template <>
-__device__ __forceinline__ void wgmma_m64n128<float>(float (&d)[64], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_m64n128<float>(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(1));
+        : "l"(a), "l"(b), "r"(accumulate));
 }
 #endif
 
@@ -300,5 +300,335 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     }
     __syncthreads();
     store_window_tile<T, Index, BM, BN, WGMMA_THREADS>(stage, p, bias, out, n, groups, group, out_channels, out_w, m_tile, q0, fold_shift);
+#endif
+}
+
+// conv_wgmma_resident: conv_wgmma's GEMM in a persistent block that keeps its
+// row tile of the weight in shared memory and streams the window.
+//
+// Where conv_wgmma re-reads its weight tile from L2 for every slice of every
+// block, and waits on the window's global loads in registers before it can
+// store them (perf notes v12: L2- and latency-bound), a block here takes one
+// (phase, row tile, group), copies that row tile's weight -- every channel
+// slice and tap -- into shared memory once, and then works through its share
+// of the (image, column tile) items: items first_item, first_item +
+// per_combo, ... where the grid is combos x per_combo blocks, combination
+// fastest (blocks of the combinations that read the same window run side by
+// side).  Per (item, slice) step:
+//   * the window's slice arrives by cp.async two steps ahead into one of three
+//     raw buffers, [channel][position] as in global memory: channel ch's row
+//     of window_vectors 16-byte vectors at ch * raw_row + (ch / VEC) * 32
+//     (the 32-byte skew per chunk of channels puts the four chunks a
+//     quarter-warp reads in distinct bank groups);
+//   * it is transposed shared-to-shared (float: rounded to TF32) into one of
+//     two window buffers in conv_wgmma's layout (chunk c, position l at
+//     c * chunk_stride + 16 * l), which the tensor cores read for every tap;
+//   * wgmma.m64n128 over the taps and the slice's 64 bytes of channels.
+// After an item's last slice the block waits for its MMAs and writes the tile
+// out one warpgroup's 64 x 128 part at a time, staged in floats over the two
+// window buffers, while the next steps' copies are in flight.
+//
+// Shared memory (host: _kernels.resident_layout): the weight (slices x
+// max_taps x BM rows x 64 bytes, conv_wgmma's A layout per slice and tap),
+// three raw buffers, and the two window buffers (at least one staged part).
+// MIN_BLOCKS is the launch bound: 2 where two blocks fit a multiprocessor's
+// shared memory (128 registers), else 1 (the registers ptxas wants).
+// Same arguments and requirements as conv_wgmma.
+// Two consecutive outputs (8 bytes of float, 4 of half or bfloat16) in one store.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, float a, float b) {
+    if constexpr (sizeof(T) == 4) {
+        *reinterpret_cast<float2*>(dst) = make_float2(a, b);
+    } else {
+        union {
+            T value[2];
+            unsigned word;
+        } pair;
+        pair.value[0] = ValueTraits<T>::from_acc(a);
+        pair.value[1] = ValueTraits<T>::from_acc(b);
+        *reinterpret_cast<unsigned*>(dst) = pair.word;
+    }
+}
+
+template <typename T, typename Index, int BM, int BN, int MIN_BLOCKS>
+__global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident(
+    const T* __restrict__ in, const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ out,
+    const int* __restrict__ phases, int num_phases, int fold_shift,
+    int batch, int groups, int channels, int channels_padded, int out_channels,
+    int in_w, int out_w, int kernel_w,
+    int max_taps, int window_vectors, int chunk_stride,
+    int m_tiles, int col_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr bool WIDE = sizeof(T) == 4;
+    constexpr int VEC = 16 / sizeof(T);     // channels per chunk, positions per vector
+    constexpr int BK = WGMMA_CHUNKS * VEC;  // channels per slice
+    constexpr int WG_M = BM / 64, WG_N = 2 / WG_M;
+    static_assert(WG_M * WG_N == 2 && BN / WG_N == 128, "two warpgroups of m64n128");
+    constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;  // bytes of one (slice, tap) of the weight
+    constexpr int PART_ROW = window_stage_row<128>();
+    (void)col_tiles;
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x;
+    const int warpgroup = tid / 128;
+
+    // The block's combination and items.
+    const int combos = num_phases * m_tiles * groups;
+    const int combo = blockIdx.x % combos;
+    const int per_combo = gridDim.x / combos;
+    const int first_item = blockIdx.x / combos;
+    const int m_tile = (combo / num_phases) % m_tiles;
+    const int group = combo / (num_phases * m_tiles);
+    const AxisPhase p = load_axis_phase(phases, combo % num_phases);
+    const int my_col_tiles = (p.count + BN - 1) / BN;
+    const int items = batch * my_col_tiles;
+    const int my_items = first_item < items ? (items - first_item + per_combo - 1) / per_combo : 0;
+    if (my_items == 0) return;
+
+    const int taps = p.tap_count;
+    const int tap_span = taps > 0 ? (taps - 1) * abs(p.tap_in_step) : 0;
+    const int lo_base = p.in_base - (p.tap_in_step < 0 ? tap_span : 0);  // + q0: the first position read; in_step is 1
+    const int head = lo_base - floor_to(lo_base, VEC);                     // the same for every item (BN % VEC == 0)
+    const int slices = taps > 0 ? (channels + BK - 1) / BK : 0;          // a phase no tap reaches writes the bias
+    const int fold = 1 << fold_shift;
+    const int rows = out_channels << fold_shift;
+
+    const int raw_row = window_vectors * 16;
+    const int raw_bytes = (BK * raw_row + 128 + 127) / 128 * 128;
+    const int a_bytes = (channels + BK - 1) / BK * max_taps * A_TAP;
+    const int trans_bytes = WGMMA_CHUNKS * chunk_stride;
+    unsigned char* const raw_base = smem + a_bytes;
+    unsigned char* const trans_base = raw_base + 3 * raw_bytes;
+    float* const part = reinterpret_cast<float*>(trans_base);  // the staged 64 x 128 part, over the window buffers
+
+    auto item_of = [&](int i, int& n, int& q0) {
+        const int item = first_item + i * per_combo;
+        n = item / my_col_tiles;
+        q0 = item % my_col_tiles * BN;
+    };
+
+    // The weight's row tile: every slice and tap, once (one commit group).
+    {
+        const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
+        const int pairs = BM * WGMMA_CHUNKS;
+        const int total = slices * taps * pairs;
+        for (int task = tid; task < total; task += WGMMA_THREADS) {
+            const int pair = task % pairs, st = task / pairs;
+            const int s = st / taps, t = st % taps;
+            const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
+            const int m = m_tile * BM + row;
+            const int co = m >> fold_shift, r = m & (fold - 1);
+            const int c = s * BK + chunk * VEC;
+            const bool valid = m < rows && c < channels_padded;
+            const T* src = weight + w_base + (static_cast<Index>(p.tap_first + r + t * p.tap_step) * out_channels + co) * channels_padded + c;
+            cp_async16(smem + (s * max_taps + t) * A_TAP + (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16,
+                       valid ? src : weight, valid);
+        }
+        cp_async_commit();
+    }
+
+    // Step k's slice of its item's window into raw buffer k % 3 (the caller
+    // commits): LANES threads per channel row, on consecutive vectors.
+    constexpr int LANES = WGMMA_THREADS / BK;
+    const int my_channel = tid / LANES, my_lane = tid % LANES;
+    auto load_raw = [&](int k) {
+        const int s = k % slices;
+        int n, q0;
+        item_of(k / slices, n, q0);
+        const int window_first = floor_to(lo_base + q0, VEC);
+        const bool channel_ok = s * BK + my_channel < channels;
+        const T* const src = in + ((static_cast<Index>(n) * groups + group) * channels + s * BK + my_channel) * static_cast<Index>(in_w) + window_first;
+        unsigned char* const dst = raw_base + (k % 3) * raw_bytes + my_channel * raw_row + (my_channel / 4) * 16;
+        for (int v = my_lane; v < window_vectors; v += LANES) {
+            const int l = window_first + v * VEC;
+            const bool valid = channel_ok && l >= 0 && l < in_w;  // in_w % VEC == 0: all or nothing
+            cp_async16(dst + v * 16, valid ? src + v * VEC : in, valid);
+        }
+    };
+
+    // Raw buffer k % 3 into window buffer k % 2.  Task (chunk c, half h,
+    // vector v) reads 4 channel rows of 16 bytes (16-bit: channels 8c + 4h
+    // ..; float: the 8 bytes h of channels 4c ..) and writes their 8 bytes of
+    // 8 positions (16-bit) or 16 bytes of 2 positions (float).  A channel
+    // row sits at ch * raw_row + (ch / 4) * 16: the 8 (chunk, half) tasks of
+    // a quarter-warp read 8 distinct bank groups (16-bit).
+    auto transpose = [&](int k) {
+        const unsigned char* const src0 = raw_base + (k % 3) * raw_bytes;
+        unsigned char* const dst0 = trans_base + (k % 2) * trans_bytes;
+        const int total = 2 * WGMMA_CHUNKS * window_vectors;
+        for (int task = tid; task < total; task += WGMMA_THREADS) {
+            const int chunk = task % WGMMA_CHUNKS, half = task / WGMMA_CHUNKS % 2, v = task / (2 * WGMMA_CHUNKS);
+            unsigned char* dst = dst0 + chunk * chunk_stride + v * VEC * 16;
+            if constexpr (WIDE) {
+                const int c0 = 4 * chunk;
+                const unsigned char* src = src0 + c0 * raw_row + chunk * 16 + v * 16 + half * 8;
+                uint2 raw[4];  // raw[e]: channel c0 + e at positions 2 half, 2 half + 1
+#pragma unroll
+                for (int e = 0; e < 4; ++e) raw[e] = *reinterpret_cast<const uint2*>(src + e * raw_row);
+                *reinterpret_cast<uint4*>(dst + (2 * half) * 16) =
+                    make_uint4(to_tf32(__uint_as_float(raw[0].x)), to_tf32(__uint_as_float(raw[1].x)),
+                               to_tf32(__uint_as_float(raw[2].x)), to_tf32(__uint_as_float(raw[3].x)));
+                *reinterpret_cast<uint4*>(dst + (2 * half + 1) * 16) =
+                    make_uint4(to_tf32(__uint_as_float(raw[0].y)), to_tf32(__uint_as_float(raw[1].y)),
+                               to_tf32(__uint_as_float(raw[2].y)), to_tf32(__uint_as_float(raw[3].y)));
+            } else {
+                const int c0 = 8 * chunk + 4 * half;
+                const unsigned char* src = src0 + c0 * raw_row + (c0 / 4) * 16 + v * 16;
+                uint4 raw[4];  // raw[e]: channel c0 + e at 8 positions
+#pragma unroll
+                for (int e = 0; e < 4; ++e) raw[e] = *reinterpret_cast<const uint4*>(src + e * raw_row);
+#pragma unroll
+                for (int pos = 0; pos < 8; ++pos) {
+                    unsigned word[2];  // channels (c0, c0 + 1) and (c0 + 2, c0 + 3) at this position
+#pragma unroll
+                    for (int j = 0; j < 2; ++j)
+                        word[j] = __byte_perm(reinterpret_cast<const unsigned*>(&raw[2 * j])[pos / 2],
+                                              reinterpret_cast<const unsigned*>(&raw[2 * j + 1])[pos / 2], pos % 2 ? 0x7632 : 0x5410);
+                    *reinterpret_cast<uint2*>(dst + pos * 16 + half * 8) = make_uint2(word[0], word[1]);
+                }
+            }
+        }
+    };
+
+    float acc[64];  // zeros for the bias-only case; an item's first MMA does not add them
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+
+    // This warpgroup's part of the tile: rows wm.., columns wn...
+    const int wm = (WG_M == 2 ? warpgroup : 0) * 64, wn = (WG_N == 2 ? warpgroup : 0) * 128;
+    const int lane = tid % 32, w = (tid / 32) % 4;
+    const int g = lane / 4, t4 = lane % 4;
+    // The fast epilogue: where the tile does not fold (fold 1, out_step 1),
+    // every row is in range and the rows' pairs of outputs are aligned, a tile
+    // whose columns all exist and land inside the output is written without
+    // block-wide staging: float pairs straight from the accumulators, 16-bit
+    // values through a per-warp staging area (below).
+    const bool direct_rows = fold == 1 && p.out_step == 1 && (m_tile + 1) * BM <= rows && out_w % 2 == 0 && p.out_base % 2 == 0 &&
+                             reinterpret_cast<unsigned long long>(out) % (2 * sizeof(T)) == 0;  // every row's pairs aligned
+
+    // Item i's tile out (the next item's first MMA overwrites the
+    // accumulators).  Staged: one warpgroup's part at a time, over the window
+    // buffers, which must be free (the caller has waited for its MMAs; the
+    // first barrier covers the other warpgroup's).
+    auto epilogue = [&](int i) {
+        int n, q0;
+        item_of(i, n, q0);
+        if (direct_rows && q0 + BN <= p.count && p.out_base + q0 >= 0 && p.out_base + q0 + BN <= out_w) {
+            T* const out_rows = out + ((static_cast<Index>(n) * groups + group) * out_channels + m_tile * BM + wm + 16 * w) * out_w + p.out_base + q0 + wn;
+            if constexpr (WIDE) {
+                // Pairs of floats (8 bytes): a warp's store fills whole 32-byte sectors.
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const float b = bias != nullptr ? bias[group * out_channels + m_tile * BM + wm + 16 * w + g + 8 * h] : 0.0f;
+                    T* const dst = out_rows + (g + 8 * h) * static_cast<Index>(out_w) + 2 * t4;
+#pragma unroll
+                    for (int j = 0; j < 16; ++j) store_pair(dst + 8 * j, acc[4 * j + 2 * h] + b, acc[4 * j + 2 * h + 1] + b);
+                }
+            } else {
+                // Each warp stages its 16 rows x 128 columns (16-bit, the bias
+                // added) over the window buffers, then writes 16-byte vectors
+                // aligned in global memory: a row that starts a elements past
+                // a 16-byte boundary (a even) is written as cols [8l - a,
+                // 8l - a + 8) for l = 1..15 by lanes 1..15 of its half-warp,
+                // its first 8 - a and last a columns in 4-byte words by lane 0.
+                constexpr int WROW = 64 + 4;  // words per staged row (conflict-free writes)
+                __syncthreads();              // every warpgroup's MMAs are done: the window buffers are free
+                unsigned* const staged = reinterpret_cast<unsigned*>(trans_base) + (tid / 32) * 16 * WROW;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const float b = bias != nullptr ? ValueTraits<T>::to_acc(bias[group * out_channels + m_tile * BM + wm + 16 * w + g + 8 * h]) : 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 16; ++j) {
+                        union {
+                            T value[2];
+                            unsigned word;
+                        } pair;
+                        pair.value[0] = ValueTraits<T>::from_acc(acc[4 * j + 2 * h] + b);
+                        pair.value[1] = ValueTraits<T>::from_acc(acc[4 * j + 2 * h + 1] + b);
+                        staged[(g + 8 * h) * WROW + 4 * j + t4] = pair.word;
+                    }
+                }
+                __syncwarp();
+                const int l = lane % 16;
+#pragma unroll 2
+                for (int it = 0; it < 8; ++it) {
+                    const int r = 2 * it + lane / 16;
+                    T* const row = out_rows + r * static_cast<Index>(out_w);
+                    const int a = static_cast<int>(reinterpret_cast<unsigned long long>(row) / sizeof(T) % 8);
+                    const unsigned* const src = staged + r * WROW;
+                    if (l > 0 || a == 0) {
+                        const int c = (8 * l - a) / 2;  // first word
+                        *reinterpret_cast<uint4*>(row + 8 * l - a) = make_uint4(src[c], src[c + 1], src[c + 2], src[c + 3]);
+                    } else {
+                        for (int c = 0; c < 8 - a; c += 2) *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
+                        for (int c = 128 - a; c < 128; c += 2) *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
+                    }
+                }
+            }
+            return;
+        }
+#pragma unroll
+        for (int owner = 0; owner < 2; ++owner) {
+            __syncthreads();
+            if (warpgroup == owner) {
+#pragma unroll
+                for (int j = 0; j < 16; ++j)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        *reinterpret_cast<float2*>(&part[(16 * w + g + 8 * h) * PART_ROW + 8 * j + 2 * t4]) =
+                            make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            }
+            __syncthreads();
+            const int pm = (WG_M == 2 ? owner : 0) * 64, pn = (WG_N == 2 ? owner : 0) * 128;
+            store_window_tile<T, Index, 64, 128, WGMMA_THREADS>(part, p, bias, out, n, groups, group, out_channels, out_w,
+                                                                 (m_tile * BM + pm) / 64, q0 + pn, fold_shift);
+        }
+        __syncthreads();
+    };
+
+    if (slices == 0) {
+        cp_async_wait_all();
+        for (int i = 0; i < my_items; ++i) epilogue(i);
+        return;
+    }
+
+    // This warpgroup's operands: rows wm.. of A, columns wn.. of the tile.
+    const unsigned base = shared_address(smem);
+    const unsigned long long a_desc = wgmma_descriptor(base + (wm / 8) * (WGMMA_CHUNKS * 128), 128, WGMMA_CHUNKS * 128);
+    const unsigned long long b_desc = wgmma_descriptor(base + static_cast<unsigned>(trans_base - smem) + (head + wn) * 16, chunk_stride, 128);
+    constexpr int KSTEPS = WGMMA_CHUNKS / 2;  // one wgmma takes 32 bytes of k
+
+    const int steps = my_items * slices;
+    load_raw(0);
+    cp_async_commit();
+    if (steps > 1) load_raw(1);
+    cp_async_commit();
+    for (int i = 0, k = 0; i < my_items; ++i) {
+        for (int s = 0; s < slices; ++s, ++k) {
+            cp_async_wait_group<1>();  // the weight and step k's raw slice are here (step k + 1's may not be)
+            __syncthreads();           // ... for every thread; raw buffer (k + 2) % 3 and window buffer k % 2 are free
+            transpose(k);
+            if (k + 2 < steps) load_raw(k + 2);
+            cp_async_commit();
+            fence_proxy_async();
+            __syncthreads();  // window buffer k % 2 is written
+            pin(acc);
+            const unsigned window_offset = (k % 2) * trans_bytes;
+            for (int t = 0; t < taps; ++t) {
+                wgmma_fence();
+                const int shift = p.tap_in_step < 0 ? (taps - 1 - t) * -p.tap_in_step : t * p.tap_in_step;
+                const unsigned long long a_t = a_desc + (((s * max_taps + t) * A_TAP) >> 4);
+                const unsigned long long b_t = b_desc + ((window_offset + shift * 16) >> 4);
+#pragma unroll
+                for (int ks = 0; ks < KSTEPS; ++ks)
+                    wgmma_m64n128<T>(acc, a_t + ((ks * 256) >> 4), b_t + ((2 * ks * chunk_stride) >> 4), s > 0 || t > 0 || ks > 0);
+            }
+            wgmma_commit();
+            wgmma_wait<1>();
+        }
+        wgmma_wait<0>();
+        pin(acc);
+        epilogue(i);
+    }
 #endif
 }
