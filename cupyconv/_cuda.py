@@ -334,6 +334,39 @@ def _wgmma_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile
     return _Launch("conv_wgmma.cu", _kernels.wgmma_name(dtype, index, tile), blocks, tile.threads, scalars, shared), problem[0]
 
 
+# conv_wgmma_resident blocks resident on a multiprocessor at once: two where
+# the tile has a two-block build (_kernels.RESIDENT_VARIANTS) and two fit in
+# shared memory (228 KB, 1 KB of it reserved per block), else one.
+SHARED_PER_MULTIPROCESSOR = 228 * 1024
+
+
+@functools.lru_cache(maxsize=1024)
+def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, multiprocessors: int):
+    """(conv_wgmma_resident launch, phase records), or None where it cannot
+    run this problem with `tile` (see _window_problem; or the weight row tile
+    and the window buffers do not fit in shared memory).  Every (phase, row
+    tile, group) combination gets the same number of blocks: enough for those
+    with taps to fill the multiprocessors once, and no more than it has
+    (image, column tile) items."""
+    problem = _window_problem(geometry, pass_name, dtype)
+    if problem is None:
+        return None
+    flat, fold, red_channels, out_channels, source4, out4 = problem
+    max_taps, vectors, chunk_stride, shared = _kernels.resident_layout(flat, tile, dtype, red_channels)
+    if shared > max_shared:
+        return None
+    _, scalars = _window_scalars(geometry, dtype, problem, tile, max_taps, vectors, chunk_stride)
+    two = (tile, 2) in _kernels.RESIDENT_VARIANTS and 2 * (shared + 1024) <= SHARED_PER_MULTIPROCESSOR
+    per_multiprocessor = 2 if two else 1
+    row_tiles = -(-(out_channels * fold) // tile.bm) * geometry.groups
+    combos = len(flat) // 9 * row_tiles
+    working = sum(1 for taps in flat[7::9] if taps) * row_tiles  # a phase no tap reaches only writes the bias
+    items = source4[0] * -(-max(flat[0::9]) // tile.bn)
+    per_combo = max(1, min(items, -(-multiprocessors * per_multiprocessor // max(working, 1))))
+    blocks = _blocks_for(combos * per_combo)
+    return _Launch("conv_wgmma.cu", _kernels.resident_name(dtype, index, tile, per_multiprocessor), blocks, tile.threads, scalars, shared), flat
+
+
 def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str):
     """The weight as conv_window reads it: (groups, KW, M, C) with C padded
     with zeros to 16 bytes."""
@@ -380,6 +413,56 @@ def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, in
     return max(flat[7::9]), -(-red_channels // (_kernels.WGMMA_CHUNKS * 16 // _kernels.ITEMSIZE[dtype]))
 
 
+# conv_wgmma_resident takes the passes conv_wgmma would (one product per
+# pair, compute capability 9.0) where it measured faster (H100,
+# scripts/wgmma_compare.py, perf notes v13): one phase (a stride-1
+# correlation: P1, P2; fold 1, consecutive outputs) whose GEMM rows fit one
+# row tile, so that each window is read by one block.  Not where blocks of
+# several row tiles each read the same windows (P2 in tf32: 128 rows in 64-row
+# tiles), where phases interleave their outputs (P4, which also has a phase
+# of bias only) or fold (X2, X3): 5-60% slower there.  False keeps it off;
+# USE_RESIDENT_ANYWHERE lifts the rule (tests, comparisons).
+USE_RESIDENT = True
+USE_RESIDENT_ANYWHERE = False
+
+
+def _resident_routed(geometry: Geometry, pass_name: str, dtype: str, tile) -> bool:
+    """Whether the routing rule above sends this pass to conv_wgmma_resident
+    with `tile`."""
+    flat, fold, _, out_channels, _, _ = _window_problem(geometry, pass_name, dtype)
+    return len(flat) == 9 and fold == 1 and flat[2] == 1 and out_channels <= tile.bm
+
+
+def _resident_heuristic(geometry: Geometry, pass_name: str, dtype: str, index: str, rows: int, max_shared: int, multiprocessors: int):
+    """The first tile whose plan fits, in the heuristic's order, or None."""
+    order = _kernels.WGMMA_TILES if rows > 64 else _kernels.WGMMA_TILES[::-1]
+    for tile in order:
+        if _resident_plan(geometry, pass_name, dtype, index, tile, max_shared, multiprocessors) is not None:
+            return tile
+    return None
+
+
+def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
+    """Runs the pass with conv_wgmma_resident if it applies; False if not."""
+    multiprocessors = _multiprocessors()
+    heuristic = _resident_heuristic(geometry, pass_name, dtype, index, rows, max_shared, multiprocessors)
+    if heuristic is None or not (USE_RESIDENT_ANYWHERE or _resident_routed(geometry, pass_name, dtype, heuristic)):
+        return False
+    packed = _window_weight(weight, geometry, pass_name, dtype)
+    if dtype == "float32":
+        packed = _round_tf32(packed)
+
+    def launch(tile):
+        plan, flat = _resident_plan(geometry, pass_name, dtype, index, tile, max_shared, multiprocessors)
+        _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
+
+    fitting = () if not _autotune.enabled() else tuple(
+        t for t in _kernels.WGMMA_TILES if _resident_plan(geometry, pass_name, dtype, index, t, max_shared, multiprocessors)
+    )
+    launch(_pick("conv_wgmma_resident", (dtype, pass_name, index, geometry), fitting, heuristic, launch))
+    return True
+
+
 def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
     """Runs the pass with conv_wgmma if it applies; False if it does not."""
     if rows > WGMMA_MAX_ROWS:
@@ -413,6 +496,8 @@ def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, ind
     rows = _gemm_rows(geometry, pass_name) * (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
     max_shared = _max_shared()
     if USE_WGMMA and passes == 1 and _compute_capability() == 90:
+        if USE_RESIDENT and _resident(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
+            return True
         if _wgmma(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
             return True
     heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, rows)

@@ -323,9 +323,23 @@ def _spy_wgmma(monkeypatch):
     only where its routing rule sends it)."""
     from cupyconv import _cuda
 
+    monkeypatch.setattr(_cuda, "USE_RESIDENT", False)
     monkeypatch.setattr(_cuda, "WGMMA_MAX_ROWS", 1 << 30)
     monkeypatch.setattr(_cuda, "WGMMA_MIN_TAPS", 0)
     return _spy(monkeypatch, "_wgmma", lambda args: args[5])
+
+
+def _spy_resident(monkeypatch, multiprocessors=None):
+    """The passes (forward, grad_input) conv_wgmma_resident ran (wherever it
+    fits).  With `multiprocessors`, its grid is sized for that many, so that
+    each block works through many (image, column tile) items."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_RESIDENT", True)
+    monkeypatch.setattr(_cuda, "USE_RESIDENT_ANYWHERE", True)
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    return _spy(monkeypatch, "_resident", lambda args: args[5])
 
 
 def _force_tile(monkeypatch, family, tile):
@@ -411,6 +425,64 @@ def test_wgmma_64_bit_index(case, monkeypatch):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
     ran = _spy_wgmma(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(case, ("bfloat16", "highest"))
+    assert ran
+
+
+@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
+@pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
+def test_resident_kernel(case, mode, monkeypatch):
+    """conv_wgmma_resident's forward pass and grad_input, where it applies."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_resident(monkeypatch)
+    test_forward(case, mode)
+    test_backward(case, mode)
+    if case in WINDOW_CASES:
+        assert "forward" in ran, "conv_wgmma_resident did not run the forward pass"
+
+
+# Longer rows and more images than WINDOW_CASES: tens of (image, column tile)
+# items, some phases' last tiles ragged, a bias-only phase (stride 2,
+# dilation 2), groups.
+_MANY_ITEMS_CASES = [
+    Case("1d_res_s1_d3", 1, 3, 40, 72, (5,), (1000,), padding=2, dilation=3),
+    Case("1d_res_fold8", 1, 5, 48, 40, (16,), (232,), stride=8, padding=4),
+    Case("1d_res_s2_d2", 1, 4, 32, 36, (3,), (600,), stride=2, padding=1, dilation=2),
+    Case("1d_res_g2", 1, 3, 64, 64, (5,), (520,), stride=2, padding=1, output_padding=1, groups=2),
+]
+
+
+@pytest.mark.parametrize("multiprocessors", [1, 3])
+@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
+@pytest.mark.parametrize("case", WINDOW_CASES + _MANY_ITEMS_CASES, ids=str)
+def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch):
+    """A grid far smaller than the work: each block runs the window pipeline
+    across many items (and, with 3, items not in step between blocks)."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_resident(monkeypatch, multiprocessors)
+    test_forward(case, mode)
+    assert "forward" in ran
+
+
+@pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
+@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
+def test_every_resident_tile(case, mode, tile, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran, picked = _spy_resident(monkeypatch, 2), _force_tile(monkeypatch, "conv_wgmma_resident", tile)
+    test_forward(case, mode)
+    assert ran and picked, "the tile under test did not run"
+
+
+@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
+def test_resident_64_bit_index(case, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_resident(monkeypatch, 2)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     test_forward(case, ("bfloat16", "highest"))
     assert ran
@@ -844,28 +916,32 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
     assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < limit
 
 
-# Benchmark-like shapes (batch 1) under the default thresholds: conv_wgmma
-# where the rule sends it (P1-like in every mode: 5 taps; P4-like in 16-bit:
-# one channel slice), not where it measured slower (P4-like in tf32: two
-# slices of 3 taps; P2-like: 128 rows).
+# Benchmark-like shapes (batch 1) under the default thresholds, and the wgmma
+# kernel each takes: conv_wgmma_resident for one-phase passes whose rows fit
+# one row tile (P1-like in every mode, P2-like in 16-bit); conv_wgmma where
+# its rule sends the rest (P4-like in 16-bit: one channel slice); neither
+# where both measured slower (P4-like and P2-like in tf32) or for 3xTF32.
 _WGMMA_ROUTES = [
-    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), mode, True) for mode in (("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"))
+    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), mode, "conv_wgmma_resident")
+    for mode in (("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"))
 ] + [
-    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float16", "highest"), True),
-    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), False),
-    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float16", "highest"), False),
-    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), False),
+    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float16", "highest"), "conv_wgmma"),
+    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), None),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float16", "highest"), "conv_wgmma_resident"),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), None),
+    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), None),
 ]
 
 
 @pytest.mark.parametrize("problem, mode, expected", _WGMMA_ROUTES, ids=lambda v: v if isinstance(v, bool) else str(v))
 def test_wgmma_routing(problem, mode, expected, monkeypatch):
-    """Which benchmark-like 1D shapes take conv_wgmma with no threshold
-    changed (on Hopper; nowhere else), and that the result is right either way."""
+    """Which benchmark-like 1D shapes take which wgmma kernel with no
+    threshold changed (on Hopper; nowhere else), and that the result is right
+    either way."""
     from cupyconv import _cuda
 
     ran, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: ran.append(plan.file) or original(plan, arrays))
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: ran.append(plan.name.split("<")[0]) or original(plan, arrays))
     problem = dict(problem)
     x_shape, w_shape = problem.pop("x"), problem.pop("w")
     dtype = numpy_dtype(mode[0])
@@ -873,7 +949,8 @@ def test_wgmma_routing(problem, mode, expected, monkeypatch):
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
     y = cupyconv.conv_transpose1d(_to_gpu(x, dtype), _to_gpu(w, dtype), **problem, precision=mode[1])
-    assert ("conv_wgmma.cu" in ran) == (expected and _is_hopper()), ran
+    wgmma = [name for name in ran if name.startswith("conv_wgmma")]
+    assert wgmma == ([expected] if expected and _is_hopper() else []), ran
     oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), **problem)
     limit = {"float32": 1e-5 if mode[1] == "highest" else 2e-3, "float16": 2e-3, "bfloat16": 2e-2}[mode[0]]
     assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < limit
