@@ -1,12 +1,16 @@
-"""conv_wgmma against conv_window on the benchmark problems, with torch.
+"""conv_wgmma_resident, conv_wgmma and conv_window on the benchmark problems,
+with torch.
 
 Usage (on a Hopper GPU): ``python scripts/wgmma_compare.py P1,P2,X2 tf32,float16,bfloat16``.
 For each problem and mode, runs bench's forward row (and with ``--backward``
-its backward row) with conv_wgmma off, then on, in one process, and prints
-one Markdown row per run (conv_wgmma with its heuristic tile, then with
-each tile; a tile that does not fit leaves conv_window to run, which the
-kernels column shows): our ms, torch's ms (cuDNN in the matching
-setting), the speed-up and both relative errors against float64.
+its backward row) with the wgmma kernels off (conv_window), with
+conv_wgmma only (its heuristic tile, then each tile), and with
+conv_wgmma_resident wherever it fits, not only where it is routed (its
+heuristic tile, then each tile), in one process,
+and prints one Markdown row per run: our ms, torch's ms (cuDNN in the
+matching setting), the speed-up and both relative errors against float64.
+A tile that does not fit leaves another kernel to run, which the kernels
+column shows.
 """
 
 import sys
@@ -28,12 +32,16 @@ def main(problem_ids, modes, backward=False):
         problem = bench.PROBLEMS[pid]
         for mode in modes:
             dtype, precision = bench.MODES[mode]
-            runs = [("conv_window", False, None), ("conv_wgmma", True, None)]
-            runs += [(f"conv_wgmma {t.bm}x{t.bn}", True, t) for t in _kernels.WGMMA_TILES]
-            heuristic = _kernels.wgmma_heuristic
-            for label, on, tile in runs:
-                _cuda.USE_WGMMA = on
-                if tile is not None:
+            runs = [("conv_window", False, False, None), ("conv_wgmma", True, False, None)]
+            runs += [(f"conv_wgmma {t.bm}x{t.bn}", True, False, t) for t in _kernels.WGMMA_TILES]
+            runs += [("resident", True, True, None)]
+            runs += [(f"resident {t.bm}x{t.bn}", True, True, t) for t in _kernels.WGMMA_TILES]
+            heuristic, resident_heuristic = _kernels.wgmma_heuristic, _cuda._resident_heuristic
+            for label, on, resident, tile in runs:
+                _cuda.USE_WGMMA, _cuda.USE_RESIDENT, _cuda.USE_RESIDENT_ANYWHERE = on, resident, resident
+                if tile is not None and resident:
+                    _cuda._resident_heuristic = lambda *args, tile=tile: tile if _cuda._resident_plan(*args[:4], tile, *args[5:]) else None
+                elif tile is not None:
                     _kernels.wgmma_heuristic = lambda rows, tile=tile: tile
                 launched.clear()
                 try:
@@ -42,7 +50,8 @@ def main(problem_ids, modes, backward=False):
                     else:
                         (row,) = bench.run_gpu([problem], dtype, precision, 5, 20, use_torch=True)
                 finally:
-                    _cuda.USE_WGMMA, _kernels.wgmma_heuristic = True, heuristic
+                    _cuda.USE_WGMMA, _cuda.USE_RESIDENT, _cuda.USE_RESIDENT_ANYWHERE = True, True, False
+                    _kernels.wgmma_heuristic, _cuda._resident_heuristic = heuristic, resident_heuristic
                 print(
                     f"| {pid} | {mode} | {'backward' if backward else 'forward'} | {label} | {', '.join(sorted(launched))} | {row.ours_ms:.3f} | {row.torch_ms:.3f} "
                     f"| {row.torch_ms / row.ours_ms:.2f}x | {row.ours_error:.2e} | {row.torch_error:.2e} |",
