@@ -420,12 +420,13 @@ def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, in
 # row tile, so that each window is read by one block.  Not where blocks of
 # several row tiles each read the same windows (P2 in tf32: 128 rows in 64-row
 # tiles), where phases interleave their outputs (P4, which also has a phase
-# of bias only) or fold (X2, X3): 5-60% slower there.  False keeps it off;
+# of bias only) or fold (X2, X3): slower there.  False keeps it off;
 # USE_RESIDENT_ANYWHERE lifts the rule (tests, comparisons).
 USE_RESIDENT = True
 USE_RESIDENT_ANYWHERE = False
 
 
+@functools.lru_cache(maxsize=1024)
 def _resident_routed(geometry: Geometry, pass_name: str, dtype: str, tile) -> bool:
     """Whether the routing rule above sends this pass to conv_wgmma_resident
     with `tile`."""

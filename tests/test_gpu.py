@@ -445,9 +445,13 @@ def test_resident_kernel(case, mode, monkeypatch):
 
 # Longer rows and more images than WINDOW_CASES: tens of (image, column tile)
 # items, some phases' last tiles ragged, a bias-only phase (stride 2,
-# dilation 2), groups.
+# dilation 2), groups; and stride-1 rows of 1034 outputs (2 more than a
+# multiple of 8), whose whole tiles take the fast epilogue with every row
+# alignment (64 and 128 output channels: both tiles).
 _MANY_ITEMS_CASES = [
     Case("1d_res_s1_d3", 1, 3, 40, 72, (5,), (1000,), padding=2, dilation=3),
+    Case("1d_res_s1_rows64", 1, 2, 64, 64, (3,), (1032,)),
+    Case("1d_res_s1_rows128", 1, 2, 32, 128, (3,), (1032,)),
     Case("1d_res_fold8", 1, 5, 48, 40, (16,), (232,), stride=8, padding=4),
     Case("1d_res_s2_d2", 1, 4, 32, 36, (3,), (600,), stride=2, padding=1, dilation=2),
     Case("1d_res_g2", 1, 3, 64, 64, (5,), (520,), stride=2, padding=1, output_padding=1, groups=2),
