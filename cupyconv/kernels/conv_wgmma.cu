@@ -75,34 +75,38 @@ __device__ __forceinline__ void pin(float (&d)[64]) {
 // accumulate), both operands from shared memory, K 16 (16-bit) or 8 (TF32).
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n128(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate = 1);
-template <>
-__device__ __forceinline__ void wgmma_m64n128<half_t>(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(accumulate));
-}
-template <>
-__device__ __forceinline__ void wgmma_m64n128<bfloat16_t>(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(accumulate));
-}
-template <>
-__device__ __forceinline__ void wgmma_m64n128<float>(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(accumulate));
-}
+// One specialization per operand type: the PTX shape and type suffix, and
+// the trailing immediates (scale-a, scale-b, and for 16-bit the transpose
+// flags: both operands K-major).
+#define CUPYCONV_WGMMA_M64N128(TYPE, SHAPE_TYPES, IMMEDIATES)                                                    \
+    template <>                                                                                                  \
+    __device__ __forceinline__ void wgmma_m64n128<TYPE>(float (&d)[64], unsigned long long a, unsigned long long b, \
+                                                        int accumulate) {                                        \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                               \
+                     "wgmma.mma_async.sync.aligned." SHAPE_TYPES " "                                              \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, " IMMEDIATES ";\n}\n"                                                    \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                       \
+                     : "l"(a), "l"(b), "r"(accumulate));                                                         \
+    }
+CUPYCONV_WGMMA_M64N128(half_t, "m64n128k16.f32.f16.f16", "1, 1, 0, 0")
+CUPYCONV_WGMMA_M64N128(bfloat16_t, "m64n128k16.f32.bf16.bf16", "1, 1, 0, 0")
+CUPYCONV_WGMMA_M64N128(float, "m64n128k8.f32.tf32.tf32", "1, 1")
+#undef CUPYCONV_WGMMA_M64N128
 #endif
+
+// Four 16-bit channel rows of 8 positions each (raw[e]: channel e) stored as
+// 8 positions of those 4 channels: 8 bytes at dst + 16 * position.
+__device__ __forceinline__ void store_positions16(const uint4 (&raw)[4], unsigned char* dst) {
+#pragma unroll
+    for (int pos = 0; pos < 8; ++pos) {
+        unsigned word[2];  // channels (0, 1) and (2, 3) at this position
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+            word[j] = __byte_perm(reinterpret_cast<const unsigned*>(&raw[2 * j])[pos / 2],
+                                  reinterpret_cast<const unsigned*>(&raw[2 * j + 1])[pos / 2], pos % 2 ? 0x7632 : 0x5410);
+        *reinterpret_cast<uint2*>(dst + pos * 16) = make_uint2(word[0], word[1]);
+    }
+}
 
 template <typename T, typename Index, int BM, int BN>
 __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
@@ -232,15 +236,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
                         if (w_inside[i] && c0 + w_channel[i] + c < channels)
                             raw[e] = *reinterpret_cast<const uint4*>(w_src[i] + offset + static_cast<Index>(c) * in_w);
                     }
-#pragma unroll
-                    for (int pos = 0; pos < 8; ++pos) {
-                        unsigned word[2];  // channels (4 half, 4 half + 1) and (4 half + 2, 4 half + 3) at this position
-#pragma unroll
-                        for (int j = 0; j < 2; ++j)
-                            word[j] = __byte_perm(reinterpret_cast<const unsigned*>(&raw[2 * j])[pos / 2],
-                                                  reinterpret_cast<const unsigned*>(&raw[2 * j + 1])[pos / 2], pos % 2 ? 0x7632 : 0x5410);
-                        *reinterpret_cast<uint2*>(dst + pos * 16 + half * 8) = make_uint2(word[0], word[1]);
-                    }
+                    store_positions16(raw, dst + half * 8);
                 }
             }
         }
@@ -477,15 +473,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
                 uint4 raw[4];  // raw[e]: channel c0 + e at 8 positions
 #pragma unroll
                 for (int e = 0; e < 4; ++e) raw[e] = *reinterpret_cast<const uint4*>(src + e * raw_row);
-#pragma unroll
-                for (int pos = 0; pos < 8; ++pos) {
-                    unsigned word[2];  // channels (c0, c0 + 1) and (c0 + 2, c0 + 3) at this position
-#pragma unroll
-                    for (int j = 0; j < 2; ++j)
-                        word[j] = __byte_perm(reinterpret_cast<const unsigned*>(&raw[2 * j])[pos / 2],
-                                              reinterpret_cast<const unsigned*>(&raw[2 * j + 1])[pos / 2], pos % 2 ? 0x7632 : 0x5410);
-                    *reinterpret_cast<uint2*>(dst + pos * 16 + half * 8) = make_uint2(word[0], word[1]);
-                }
+                store_positions16(raw, dst + half * 8);
             }
         }
     };
