@@ -391,56 +391,55 @@ def test_window_64_bit_index(case, monkeypatch):
     assert ran
 
 
-# conv_wgmma runs the modes with one product per pair (not float32 "highest").
+# The wgmma kernels run the modes with one product per pair (not float32
+# "highest").  Each test below runs for both: conv_wgmma (wherever it fits)
+# and conv_wgmma_resident (wherever it fits; with a grid sized for 2
+# multiprocessors in the tile and index tests, so that blocks take several
+# items).
 WGMMA_MODES = [m for m in TENSOR_CORE_MODES if m != ("float32", "highest")]
-_ON_HOPPER_ONLY = "conv_wgmma runs on compute capability 9.0 only"
+WGMMA_KERNELS = ["conv_wgmma", "conv_wgmma_resident"]
+_ON_HOPPER_ONLY = "the wgmma kernels run on compute capability 9.0 only"
 
 
+def _spy_wgmma_kernel(monkeypatch, kernel, multiprocessors=None):
+    return _spy_resident(monkeypatch, multiprocessors) if kernel == "conv_wgmma_resident" else _spy_wgmma(monkeypatch)
+
+
+@pytest.mark.parametrize("kernel", WGMMA_KERNELS)
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
-def test_wgmma_kernel(case, mode, monkeypatch):
-    """conv_wgmma's forward pass and grad_input, where it applies."""
+def test_wgmma_kernel(case, mode, kernel, monkeypatch):
+    """A wgmma kernel's forward pass and grad_input, where it applies."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma(monkeypatch)
+    ran = _spy_wgmma_kernel(monkeypatch, kernel)
     test_forward(case, mode)
     test_backward(case, mode)
     if case in WINDOW_CASES:
-        assert "forward" in ran, "conv_wgmma did not run the forward pass"
+        assert "forward" in ran, f"{kernel} did not run the forward pass"
 
 
+@pytest.mark.parametrize("kernel", WGMMA_KERNELS)
 @pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
-def test_every_wgmma_tile(case, mode, tile, monkeypatch):
+def test_every_wgmma_tile(case, mode, tile, kernel, monkeypatch):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, picked = _spy_wgmma(monkeypatch), _force_tile(monkeypatch, "conv_wgmma", tile)
+    ran, picked = _spy_wgmma_kernel(monkeypatch, kernel, 2), _force_tile(monkeypatch, kernel, tile)
     test_forward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
+@pytest.mark.parametrize("kernel", WGMMA_KERNELS)
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
-def test_wgmma_64_bit_index(case, monkeypatch):
+def test_wgmma_64_bit_index(case, kernel, monkeypatch):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma(monkeypatch)
+    ran = _spy_wgmma_kernel(monkeypatch, kernel, 2)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     test_forward(case, ("bfloat16", "highest"))
     assert ran
-
-
-@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
-@pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
-def test_resident_kernel(case, mode, monkeypatch):
-    """conv_wgmma_resident's forward pass and grad_input, where it applies."""
-    if not _is_hopper():
-        pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_resident(monkeypatch)
-    test_forward(case, mode)
-    test_backward(case, mode)
-    if case in WINDOW_CASES:
-        assert "forward" in ran, "conv_wgmma_resident did not run the forward pass"
 
 
 # Longer rows and more images than WINDOW_CASES: tens of (image, column tile)
@@ -469,27 +468,6 @@ def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch)
     ran = _spy_resident(monkeypatch, multiprocessors)
     test_forward(case, mode)
     assert "forward" in ran
-
-
-@pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
-@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
-@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
-def test_every_resident_tile(case, mode, tile, monkeypatch):
-    if not _is_hopper():
-        pytest.skip(_ON_HOPPER_ONLY)
-    ran, picked = _spy_resident(monkeypatch, 2), _force_tile(monkeypatch, "conv_wgmma_resident", tile)
-    test_forward(case, mode)
-    assert ran and picked, "the tile under test did not run"
-
-
-@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
-def test_resident_64_bit_index(case, monkeypatch):
-    if not _is_hopper():
-        pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_resident(monkeypatch, 2)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    test_forward(case, ("bfloat16", "highest"))
-    assert ran
 
 
 def _spy_grad_weight_window(monkeypatch):
