@@ -261,12 +261,13 @@ def _pick(family: str, key: tuple, candidates, heuristic, launch):
 WINDOW_MIN_OUTPUT = PACK_MIN_OUTPUT
 
 
-def _window_problem(geometry: Geometry, pass_name: str, dtype: str):
-    """What the 1D window kernels (conv_window, conv_wgmma) need of a pass:
-    (phase records, fold, reduction channels, output channels, source
-    shape, output shape), or None where they do not apply (not 1D, grad_input
-    with a stride, too few GEMM rows, source rows that are not whole 16-byte
-    vectors)."""
+def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: int = 16):
+    """What the 1D window kernels (conv_window, conv_wgmma, conv_wgmma_resident)
+    need of a pass: (phase records, fold, reduction channels, output
+    channels, source shape, output shape), or None where they do not apply
+    (not 1D, grad_input with a stride, too few GEMM rows, source rows that are
+    not a whole number of `row_unit` bytes: 16 but for conv_wgmma_resident,
+    whose copies may be smaller)."""
     found = _kernels.window_records(geometry, pass_name)
     if found is None:
         return None
@@ -279,7 +280,7 @@ def _window_problem(geometry: Geometry, pass_name: str, dtype: str):
     else:
         red_channels, out_channels = geometry.out_channels_per_group, geometry.in_channels_per_group
         source4, out4 = geometry.output_shape4, geometry.input_shape4
-    if out_channels * fold < _kernels.WINDOW_MIN_ROWS or source4[3] * _kernels.ITEMSIZE[dtype] % 16:
+    if out_channels * fold < _kernels.WINDOW_MIN_ROWS or source4[3] * _kernels.ITEMSIZE[dtype] % row_unit:
         return None
     return flat, fold, red_channels, out_channels, source4, out4
 
@@ -347,8 +348,10 @@ def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, t
     and the window buffers do not fit in shared memory).  Every (phase, row
     tile, group) combination gets the same number of blocks: enough for those
     with taps to fill the multiprocessors once, and no more than it has
-    (image, column tile) items."""
-    problem = _window_problem(geometry, pass_name, dtype)
+    (image, column tile) items.  Source rows need only be a whole number of
+    its copies (_kernels.resident_copy_bytes)."""
+    copy = _resident_copy(geometry, pass_name, dtype)
+    problem = _window_problem(geometry, pass_name, dtype, copy) if copy is not None else None
     if problem is None:
         return None
     flat, fold, red_channels, out_channels, source4, out4 = problem
@@ -364,7 +367,14 @@ def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, t
     items = source4[0] * -(-max(flat[0::9]) // tile.bn)
     per_combo = max(1, min(items, -(-multiprocessors * per_multiprocessor // max(working, 1))))
     blocks = _blocks_for(combos * per_combo)
-    return _Launch("conv_wgmma.cu", _kernels.resident_name(dtype, index, tile, per_multiprocessor), blocks, tile.threads, scalars, shared), flat
+    name = _kernels.resident_name(dtype, index, tile, per_multiprocessor, copy)
+    return _Launch("conv_wgmma.cu", name, blocks, tile.threads, scalars, shared), flat
+
+
+def _resident_copy(geometry: Geometry, pass_name: str, dtype: str):
+    """conv_wgmma_resident's copy size for this pass's source rows, or None."""
+    source4 = geometry.input_shape4 if pass_name == "forward" else geometry.output_shape4
+    return _kernels.resident_copy_bytes(source4[3], dtype)
 
 
 def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str):
@@ -430,7 +440,7 @@ USE_RESIDENT_ANYWHERE = False
 def _resident_routed(geometry: Geometry, pass_name: str, dtype: str, tile) -> bool:
     """Whether the routing rule above sends this pass to conv_wgmma_resident
     with `tile`."""
-    flat, fold, _, out_channels, _, _ = _window_problem(geometry, pass_name, dtype)
+    flat, fold, _, out_channels, _, _ = _window_problem(geometry, pass_name, dtype, _resident_copy(geometry, pass_name, dtype))
     return len(flat) == 9 and fold == 1 and flat[2] == 1 and out_channels <= tile.bm
 
 

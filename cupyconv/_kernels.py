@@ -11,7 +11,7 @@ import functools
 import importlib.resources
 import math
 import re
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy
 
@@ -222,8 +222,20 @@ def wgmma_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str) -> Tuple[in
     return taps, vectors, chunk_stride, max(WGMMA_STAGES * stage, tile.bm * (tile.bn + 8) * 4)
 
 
-def resident_name(dtype: str, index: str, tile: WgmmaTile, blocks: int) -> str:
-    return f"conv_wgmma_resident<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {blocks}>"
+def resident_name(dtype: str, index: str, tile: WgmmaTile, blocks: int, copy: int = 16) -> str:
+    return f"conv_wgmma_resident<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {blocks}, {copy}>"
+
+
+# conv_wgmma_resident's window copies (its COPY): the largest of these that
+# divides the bytes of a source row, so that every copy lies in one row.
+RESIDENT_COPY_BYTES = (16, 8, 4)
+
+
+def resident_copy_bytes(row_elements: int, dtype: str) -> Optional[int]:
+    """conv_wgmma_resident's copy size for source rows of `row_elements`, or
+    None where no copy size divides a row (16-bit rows of odd length)."""
+    row_bytes = row_elements * ITEMSIZE[dtype]
+    return next((copy for copy in RESIDENT_COPY_BYTES if row_bytes % copy == 0), None)
 
 
 # conv_wgmma_resident's launch bounds (blocks per multiprocessor) by tile:
@@ -627,7 +639,11 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     names += [("conv_window.cu", window_name(dtype, index, t, passes)) for t in WINDOW_TUNE_TILES]
                     if passes == 1:
                         names += [("conv_wgmma.cu", wgmma_name(dtype, index, t)) for t in WGMMA_TILES]
-                        names += [("conv_wgmma.cu", resident_name(dtype, index, t, b)) for t, b in RESIDENT_VARIANTS]
+                        names += [
+                            ("conv_wgmma.cu", resident_name(dtype, index, t, b, copy))
+                            for t, b in RESIDENT_VARIANTS
+                            for copy in RESIDENT_COPY_BYTES
+                        ]
                 if dtype in GRAD_INPUT_TAPS_DTYPES:
                     names += [
                         ("grad_input_taps.cu", grad_input_taps_name(dtype, index, t, v, passes))

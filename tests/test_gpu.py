@@ -470,6 +470,87 @@ def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch)
     assert "forward" in ran
 
 
+# Source rows that are not whole 16-byte vectors: conv_wgmma_resident copies
+# them in 8- or 4-byte pieces (_kernels.resident_copy_bytes).  Copy sizes of
+# (the forward input's rows, grad_input's grad_output rows), 16-bit then
+# float32: a (4, 16; 8, 16), b (8, 4; 16, 8), c (none, 4; 4, 8: odd 16-bit
+# inputs stay off it), d (8, none; 16, 4; 128 output channels).  Padding, so
+# that copies in it are zero-filled; ragged last tiles.
+_ROW_COPY_CASES = [
+    Case("1d_rows_a", 1, 2, 40, 64, (5,), (1002,), padding=1, dilation=2),
+    Case("1d_rows_b", 1, 2, 32, 40, (5,), (1004,), padding=1, bias=False),
+    Case("1d_rows_c", 1, 3, 48, 36, (4,), (1001,), dilation=3),
+    Case("1d_rows_d", 1, 2, 64, 128, (4,), (996,), padding=3, output_padding=1, dilation=2),
+]
+
+
+@pytest.mark.parametrize("multiprocessors", [None, 3])
+@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
+@pytest.mark.parametrize("case", _ROW_COPY_CASES, ids=str)
+def test_resident_row_copies(case, mode, multiprocessors, monkeypatch):
+    """conv_wgmma_resident's forward pass and grad_input on source rows of
+    every copy size, against float64; and that it ran exactly the passes
+    whose rows a copy size divides, with that size."""
+    from cupyconv import _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_resident(monkeypatch, multiprocessors)
+    names, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    test_forward(case, mode)
+    test_backward(case, mode)
+    (in_w,) = case.size
+    out_w = in_w - 1 - 2 * case.padding + case.dilation * (case.kernel[0] - 1) + case.output_padding + 1
+    expected = [(p, _kernels.resident_copy_bytes(w, mode[0])) for p, w in (("forward", in_w), ("grad_input", out_w))]
+    expected = [(p, copy) for p, copy in expected if copy is not None]
+    assert any(copy < 16 for _, copy in expected)
+    assert ran == [p for p, _ in expected]
+    copies = [int(n.rstrip(">").split(",")[-1]) for n in names if n.startswith("conv_wgmma_resident<")]
+    assert copies == [copy for _, copy in expected]
+
+
+# P1- and P2-like grad_input (batch 1) under the default thresholds: their
+# grad_output rows (L + 12 and L + 2 elements) are not whole 16-byte vectors
+# in 16-bit; conv_wgmma_resident copies them in 8- and 4-byte pieces.
+_GRAD_INPUT_ROUTES = [
+    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), dtype, 8) for dtype in ("float16", "bfloat16")
+] + [
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), dtype, 4) for dtype in ("float16", "bfloat16")
+]
+
+
+@pytest.mark.parametrize("problem, dtype, copy", _GRAD_INPUT_ROUTES, ids=str)
+def test_resident_grad_input_routing(problem, dtype, copy, monkeypatch):
+    """On Hopper, P1- and P2-like 16-bit grad_input take conv_wgmma_resident
+    with the copy size their rows allow (nowhere else a wgmma kernel); the
+    result against float64 either way."""
+    from cupyconv import _cuda
+
+    names, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    problem = dict(problem)
+    x_shape, w_shape = problem.pop("x"), problem.pop("w")
+    case = Case("p", 1, 1, w_shape[0], w_shape[1], (w_shape[2],), (x_shape[2],), **problem)
+    rng = numpy.random.default_rng(33)
+    x, w, _ = case.arrays(rng, numpy_dtype(dtype))
+    out_w = x_shape[2] + problem.get("dilation", 1) * (w_shape[2] - 1)
+    gy = rng.standard_normal((1, w_shape[1], out_w)).astype(numpy_dtype(dtype)).astype(numpy.float64)
+    gx, _, _ = cupyconv.conv_transpose1d_backward(
+        _to_gpu(gy, numpy_dtype(dtype)), _to_gpu(x, numpy_dtype(dtype)), _to_gpu(w, numpy_dtype(dtype)), **problem,
+        output_mask=(True, False, False),
+    )  # fmt: skip
+    wgmma = [n for n in names if n.startswith("conv_wgmma")]
+    if _is_hopper():
+        assert len(wgmma) == 1 and wgmma[0].startswith(f"conv_wgmma_resident<{_kernels.CUDA_TYPE[dtype]}, int,"), names
+        assert wgmma[0].endswith(f", {copy}>"), names
+    else:
+        assert wgmma == [], names
+    oracle = exact_backward(case, gy, x, w)[0]
+    limit = {"float16": 2e-3, "bfloat16": 2e-2}[dtype]
+    assert relative_error(cupy.asnumpy(gx).astype(numpy.float64), oracle) < limit
+
+
 def _spy_grad_weight_window(monkeypatch):
     """The calls grad_weight_window served (with grad_weight_taps, which goes
     first where both apply, turned off)."""

@@ -74,7 +74,7 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
     import re
 
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]
-    per_index = len(_kernels.WGMMA_TILES) + len(_kernels.RESIDENT_VARIANTS)
+    per_index = len(_kernels.WGMMA_TILES) + len(_kernels.RESIDENT_VARIANTS) * len(_kernels.RESIDENT_COPY_BYTES)
     assert len(names) == 2 * per_index * len(_kernels.WINDOW_DTYPES)
     program = nvrtc.createProgram(_kernels.source("conv_wgmma.cu"), "conv_wgmma.cu", [], [])
     try:
@@ -90,7 +90,10 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
         nvrtc.destroyProgram(program)
     reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
     assert set(reports) == set(lowered)
-    limit = {name: RESIDENT_TWO_BLOCK_SPILL if name.startswith("conv_wgmma_resident") and name.endswith(", 2>") else 0 for name in names}
+    two_block = {_kernels.resident_name(d, i, t, 2, c) for d in _kernels.WINDOW_DTYPES for i in _kernels.INDEX_TYPES
+                 for t, b in _kernels.RESIDENT_VARIANTS if b == 2 for c in _kernels.RESIDENT_COPY_BYTES}  # fmt: skip
+    assert two_block <= set(names)
+    limit = {name: RESIDENT_TWO_BLOCK_SPILL if name in two_block else 0 for name in names}
     spilled = [(lowered[m], int(spill)) for m, spill in reports.items() if int(spill) > limit[lowered[m]] and ", int," in lowered[m]]
     assert not spilled, f"spills: {spilled}"
 

@@ -329,7 +329,13 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
 // three raw buffers, and the two window buffers (at least one staged part).
 // MIN_BLOCKS is the launch bound: 2 where two blocks fit a multiprocessor's
 // shared memory (128 registers), else 1 (the registers ptxas wants).
-// Same arguments and requirements as conv_wgmma.
+// COPY is the size of one window copy (16, 8 or 4 bytes): the largest that
+// divides the bytes of an input row, so that source rows that are not whole
+// 16-byte vectors (grad_input's grad_output rows of L_out elements, inputs of
+// any even 16-bit length) still arrive by cp.async, each copy inside one row
+// (all in or all out of the padding) and aligned.  The raw buffers' layout is
+// the same for every COPY.  Otherwise the same arguments and requirements as
+// conv_wgmma.
 // Two consecutive outputs (8 bytes of float, 4 of half or bfloat16) in one store.
 template <typename T>
 __device__ __forceinline__ void store_pair(T* dst, float a, float b) {
@@ -346,7 +352,7 @@ __device__ __forceinline__ void store_pair(T* dst, float a, float b) {
     }
 }
 
-template <typename T, typename Index, int BM, int BN, int MIN_BLOCKS>
+template <typename T, typename Index, int BM, int BN, int MIN_BLOCKS, int COPY>
 __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident(
     const T* __restrict__ in, const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ out,
     const int* __restrict__ phases, int num_phases, int fold_shift,
@@ -362,6 +368,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     static_assert(WG_M * WG_N == 2 && BN / WG_N == 128, "two warpgroups of m64n128");
     constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;  // bytes of one (slice, tap) of the weight
     constexpr int PART_ROW = window_stage_row<128>();
+    constexpr int UNIT = COPY / sizeof(T);  // elements per window copy
+    static_assert((COPY == 16 || COPY == 8 || COPY == 4) && UNIT >= 1, "cp.async copies 4, 8 or 16 bytes");
     (void)col_tiles;
 
     extern __shared__ __align__(128) unsigned char smem[];
@@ -424,7 +432,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     }
 
     // Step k's slice of its item's window into raw buffer k % 3 (the caller
-    // commits): LANES threads per channel row, on consecutive vectors.
+    // commits): LANES threads per channel row, on consecutive copies.
     constexpr int LANES = WGMMA_THREADS / BK;
     const int my_channel = tid / LANES, my_lane = tid % LANES;
     auto load_raw = [&](int k) {
@@ -435,10 +443,11 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
         const bool channel_ok = s * BK + my_channel < channels;
         const T* const src = in + ((static_cast<Index>(n) * groups + group) * channels + s * BK + my_channel) * static_cast<Index>(in_w) + window_first;
         unsigned char* const dst = raw_base + (k % 3) * raw_bytes + my_channel * raw_row + (my_channel / 4) * 16;
-        for (int v = my_lane; v < window_vectors; v += LANES) {
-            const int l = window_first + v * VEC;
-            const bool valid = channel_ok && l >= 0 && l < in_w;  // in_w % VEC == 0: all or nothing
-            cp_async16(dst + v * 16, valid ? src + v * VEC : in, valid);
+        const int copies = window_vectors * (16 / COPY);
+        for (int u = my_lane; u < copies; u += LANES) {
+            const int l = window_first + u * UNIT;
+            const bool valid = channel_ok && l >= 0 && l < in_w;  // in_w % UNIT == 0: all or nothing
+            cp_async_vector<COPY>(dst + u * COPY, valid ? src + u * UNIT : in, valid);
         }
     };
 
