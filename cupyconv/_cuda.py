@@ -1024,6 +1024,70 @@ def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     return True
 
 
+# grad_weight_wgmma takes 16-bit stride-1 1D grad_weight on compute
+# capability 9.0 where it applies (perf notes v14: P1, P2).  False keeps
+# grad_weight_window there.
+USE_GRAD_WEIGHT_WGMMA = True
+
+
+@functools.lru_cache(maxsize=1024)
+def _grad_weight_wgmma_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, tile, max_shared: int):
+    """(grad_weight_wgmma launch, workspace shape, sum_splits launch), or
+    None where it does not apply with `tile` (see grad_weight_wgmma_layout)
+    or does not fit in shared memory.  One block per multiprocessor: the
+    (group, output-channel tile, input-channel tile) combinations times
+    enough splits of the (image, 128-position chunk) items to fill them."""
+    layout = _kernels.grad_weight_wgmma_layout(geometry, tile, dtype)
+    if layout is None or layout[2] > max_shared:
+        return None
+    vectors, chunk_stride, shared, copy = layout
+    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    batch, _, _, in_w = geometry.input_shape4
+    co_tiles = -(-out_channels // _kernels.GRAD_WEIGHT_WGMMA_ROWS)
+    ci_tiles = -(-channels // tile.bn)
+    items = batch * -(-in_w // _kernels.GRAD_WEIGHT_WGMMA_POSITIONS)
+    independent = co_tiles * ci_tiles * geometry.groups
+    splits = _splits(independent, items, 4, multiprocessors, blocks_per_multiprocessor=1)
+    per_split = -(-items // splits)
+    splits = -(-items // per_split)
+    scalars = (
+        _i32(batch), _i32(geometry.groups), _i32(channels), _i32(out_channels), _i32(in_w), _i32(geometry.output_shape4[3]),
+        _i32(geometry.kernel[1]), _i32(geometry.padding[1]), _i32(geometry.dilation[1]), _i32(vectors), _i32(chunk_stride),
+        _i32(per_split), _i32(co_tiles), _i32(ci_tiles),
+    )  # fmt: skip
+    name = _kernels.grad_weight_wgmma_name(dtype, index, tile, copy)
+    partial = _Launch("conv_wgmma.cu", name, _blocks_for(independent * splits), tile.threads, scalars, shared)
+    count = math.prod(geometry.weight_shape4)
+    return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
+
+
+def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
+    """Runs grad_weight with grad_weight_wgmma if it applies; False if not."""
+    if not USE_GRAD_WEIGHT_WGMMA or dtype not in _kernels.GRAD_WEIGHT_WGMMA_DTYPES or _compute_capability() != 90:
+        return False
+    if gy4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or gy4.data.ptr % 16:
+        return False
+    multiprocessors, max_shared = _multiprocessors(), _max_shared()
+    # 64 input channels a block where 4 taps do, else 32 (up to 8 taps)
+    tiles = _kernels.GRAD_WEIGHT_WGMMA_TILES
+    order = tiles[::-1] if geometry.in_channels_per_group > 32 else tiles
+    heuristic = next((t for t in order if _grad_weight_wgmma_plan(geometry, dtype, "int", multiprocessors, t, max_shared)), None)
+    if heuristic is None:
+        return False
+
+    def launch(tile):
+        _run_split_reduction(
+            lambda index: _grad_weight_wgmma_plan(geometry, dtype, index, multiprocessors, tile, max_shared),
+            (x4, gy4), (x4.size, gy4.size), grad,
+        )  # fmt: skip
+
+    fitting = () if not _autotune.enabled() else tuple(
+        t for t in tiles if _grad_weight_wgmma_plan(geometry, dtype, "int", multiprocessors, t, max_shared)
+    )
+    launch(_pick("grad_weight_wgmma", (dtype, geometry), fitting, heuristic, launch))
+    return True
+
+
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
     forward pass uses them too -- grad_weight_taps or grad_weight_window where
@@ -1035,7 +1099,7 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
         grad[...] = 0
     elif grad.size and not (
         (passes and _grad_weight_taps(gy4, x4, grad, geometry, dtype, passes))
-        or (passes == 1 and _grad_weight_window(gy4, x4, grad, geometry, dtype))
+        or (passes == 1 and (_grad_weight_wgmma(gy4, x4, grad, geometry, dtype) or _grad_weight_window(gy4, x4, grad, geometry, dtype)))
     ):
         multiprocessors = _multiprocessors()
 

@@ -266,6 +266,65 @@ def resident_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str, channels
     return taps, vectors, chunk_stride, weight + RESIDENT_RAW_BUFFERS * raw + windows
 
 
+class GradWeightWgmmaTile(NamedTuple):
+    """A grad_weight_wgmma block: 64 output channels (wgmma's M) x `bn` input
+    channels (its N) x up to `taps` kernel taps, two warpgroups."""
+
+    bn: int
+    taps: int
+
+    @property
+    def threads(self) -> int:
+        return WGMMA_THREADS
+
+
+# 32 channels by up to 8 taps, or 64 by up to 4: 128 accumulators a thread.
+GRAD_WEIGHT_WGMMA_TILES = (GradWeightWgmmaTile(32, 8), GradWeightWgmmaTile(64, 4))
+GRAD_WEIGHT_WGMMA_DTYPES = ("float16", "bfloat16")
+GRAD_WEIGHT_WGMMA_POSITIONS = 128  # conv_wgmma.cu's GW_POSITIONS: reduction positions per item
+GRAD_WEIGHT_WGMMA_AHEAD = 3  # its GW_AHEAD: items loaded ahead
+GRAD_WEIGHT_WGMMA_RAW_BUFFERS = GRAD_WEIGHT_WGMMA_AHEAD + 1  # its GW_RAW_BUFFERS
+GRAD_WEIGHT_WGMMA_X_BUFFERS = GRAD_WEIGHT_WGMMA_AHEAD + 2  # its GW_X_BUFFERS
+GRAD_WEIGHT_WGMMA_ROWS = 64  # output channels per block
+
+
+def grad_weight_wgmma_name(dtype: str, index: str, tile: GradWeightWgmmaTile, copy: int) -> str:
+    return f"grad_weight_wgmma<{CUDA_TYPE[dtype]}, {index}, {tile.bn}, {tile.taps}, {copy}>"
+
+
+def grad_weight_wgmma_layout(geometry: Geometry, tile: GradWeightWgmmaTile, dtype: str):
+    """(window_vectors, chunk_stride, shared-memory bytes, copy bytes) of
+    grad_weight_wgmma, or None where it does not apply: not 16-bit, not 1D,
+    a stride, more taps than the tile's, input rows that are not whole
+    16-byte vectors, grad_output rows that no copy size divides.
+
+    An item's window covers positions l0 - padding - shift0 .. (shift0 < 8
+    aligns it down to a vector), GRAD_WEIGHT_WGMMA_POSITIONS + (K - 1) d
+    positions past shift0, in whole vectors.  Shared memory: the x tiles
+    (bn rows x 256 bytes), the raw windows (64 rows of those vectors, 16 bytes
+    of skew per 4 rows) and two transposed ones (8 chunks of rows of 16 bytes,
+    chunk_stride 32 more than a multiple of 128), or, if larger, the final
+    partial (taps x 64 x bn floats)."""
+    if dtype not in GRAD_WEIGHT_WGMMA_DTYPES or not _is_1d(geometry):
+        return None
+    in_w, kernel, stride, padding, dilation, out_w = _axes(geometry)[1]
+    if stride != 1 or kernel > tile.taps or in_w % 8:
+        return None
+    copy = resident_copy_bytes(out_w, dtype)
+    if copy is None:
+        return None
+    shift0 = -padding - (-padding // 8) * 8
+    vectors = -(-(shift0 + GRAD_WEIGHT_WGMMA_POSITIONS + (kernel - 1) * dilation) // 8)
+    rows = vectors * 8
+    rows += (2 - rows) % 8
+    chunk_stride = 16 * rows
+    rows_per_block = GRAD_WEIGHT_WGMMA_ROWS
+    raw = -(-(rows_per_block * vectors * 16 + rows_per_block // 4 * 16) // 128) * 128
+    x_tile = tile.bn * GRAD_WEIGHT_WGMMA_POSITIONS * 2
+    shared = GRAD_WEIGHT_WGMMA_X_BUFFERS * x_tile + GRAD_WEIGHT_WGMMA_RAW_BUFFERS * raw + 2 * (rows_per_block // 8) * chunk_stride
+    return vectors, chunk_stride, max(shared, tile.taps * rows_per_block * tile.bn * 4), copy
+
+
 def window_channels_padded(channels: int, dtype: str) -> int:
     vec = 16 // numpy.dtype(dtype).itemsize
     return -(-channels // vec) * vec
@@ -659,6 +718,12 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     ]
             if dtype in GRAD_WEIGHT_WINDOW_DTYPES:
                 names += [("grad_weight_window.cu", grad_weight_window_name(dtype, index, t)) for t in GRAD_WEIGHT_WINDOW_TILES]
+            if dtype in GRAD_WEIGHT_WGMMA_DTYPES:
+                names += [
+                    ("conv_wgmma.cu", grad_weight_wgmma_name(dtype, index, t, copy))
+                    for t in GRAD_WEIGHT_WGMMA_TILES
+                    for copy in RESIDENT_COPY_BYTES
+                ]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
             if dtype != "float64":
                 names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TUNE_TILES]

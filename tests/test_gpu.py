@@ -551,12 +551,73 @@ def test_resident_grad_input_routing(problem, dtype, copy, monkeypatch):
     assert relative_error(cupy.asnumpy(gx).astype(numpy.float64), oracle) < limit
 
 
+# grad_weight_wgmma: 16-bit, stride 1, input rows of whole 16-byte vectors,
+# up to 8 taps; grad_output rows of every copy size (the id's out width),
+# padding both sides, channel tails in both tiles, groups, rows of positions
+# that end inside a 128-position item, several splits.
+GRAD_WEIGHT_WGMMA_CASES = [
+    Case("gww_p1like", 1, 3, 32, 64, (5,), (1000,), dilation=3),  # out 1012: 8-byte copies
+    Case("gww_p2like", 1, 2, 128, 128, (3,), (1000,)),  # out 1002: 4-byte copies, 2 x 2 tiles
+    Case("gww_tails_pad", 1, 2, 40, 72, (4,), (520,), padding=2, dilation=2),  # out 522: 4-byte copies
+    Case("gww_g2", 1, 2, 64, 48, (4,), (264,), padding=3, dilation=2, groups=2, bias=False),  # out 264: 16-byte copies
+    Case("gww_k8", 1, 3, 24, 40, (8,), (400,), padding=5, dilation=2),  # out 404
+    Case("gww_k4_op", 1, 2, 96, 20, (4,), (136,), padding=1, output_padding=1, dilation=2),  # out 141: 16-bit odd, off
+]
+
+
+def _spy_grad_weight_wgmma(monkeypatch):
+    return _spy(monkeypatch, "_grad_weight_wgmma", lambda args: args[3])
+
+
+@pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("case", GRAD_WEIGHT_WGMMA_CASES, ids=str)
+def test_grad_weight_wgmma_kernel(case, mode, monkeypatch):
+    """grad_weight_wgmma's gradients against float64 (the usual tolerances),
+    where it applies: everywhere on Hopper but odd 16-bit grad_output rows."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_grad_weight_wgmma(monkeypatch)
+    test_backward(case, mode)
+    assert bool(ran) == (case.name != "gww_k4_op")
+
+
+@pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WGMMA_CASES if c.name in ("gww_p2like", "gww_tails_pad", "gww_g2")], ids=str)
+def test_every_grad_weight_wgmma_tile(case, tile, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran, picked = _spy_grad_weight_wgmma(monkeypatch), _force_tile(monkeypatch, "grad_weight_wgmma", tile)
+    test_backward(case, ("float16", "highest"))
+    assert ran and picked, "the tile under test did not run"
+
+
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WGMMA_CASES if c.name in ("gww_p1like", "gww_g2")], ids=str)
+def test_grad_weight_wgmma_64_bit_index(case, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_grad_weight_wgmma(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_backward(case, ("bfloat16", "highest"))
+    assert ran
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WGMMA_CASES if c.name in ("gww_p1like", "gww_p2like", "gww_g2")], ids=str)
+def test_grad_weight_wgmma_is_bitwise_deterministic(case, dtype, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_grad_weight_wgmma(monkeypatch)
+    test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
+    assert ran
+
+
 def _spy_grad_weight_window(monkeypatch):
-    """The calls grad_weight_window served (with grad_weight_taps, which goes
-    first where both apply, turned off)."""
+    """The calls grad_weight_window served (with grad_weight_taps and
+    grad_weight_wgmma, which go first where they apply, turned off)."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "_grad_weight_taps", lambda *args: False)
+    monkeypatch.setattr(_cuda, "USE_GRAD_WEIGHT_WGMMA", False)
     return _spy(monkeypatch, "_grad_weight_window", lambda args: args[3])  # the geometry
 
 

@@ -64,7 +64,7 @@ RESIDENT_TWO_BLOCK_SPILL = 64
 
 
 def test_wgmma_compiles_for_sm_90a_without_spills():
-    """conv_wgmma and conv_wgmma_resident are built for sm_90a on Hopper
+    """conv_wgmma, conv_wgmma_resident and grad_weight_wgmma are built for sm_90a on Hopper
     (their wgmma instructions exist only there).  Their 32-bit-index
     instantiations keep the 64 accumulators and the window's loads in
     registers: a spill in the main loop would also make ptxas put fences
@@ -75,7 +75,8 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
 
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]
     per_index = len(_kernels.WGMMA_TILES) + len(_kernels.RESIDENT_VARIANTS) * len(_kernels.RESIDENT_COPY_BYTES)
-    assert len(names) == 2 * per_index * len(_kernels.WINDOW_DTYPES)
+    grad_weight = len(_kernels.GRAD_WEIGHT_WGMMA_TILES) * len(_kernels.RESIDENT_COPY_BYTES) * len(_kernels.GRAD_WEIGHT_WGMMA_DTYPES)
+    assert len(names) == 2 * (per_index * len(_kernels.WINDOW_DTYPES) + grad_weight)
     program = nvrtc.createProgram(_kernels.source("conv_wgmma.cu"), "conv_wgmma.cu", [], [])
     try:
         for name in names:
@@ -107,3 +108,7 @@ def test_wgmma_constants_match_the_host():
     assert int(found["WGMMA_STAGES"]) == _kernels.WGMMA_STAGES
     assert int(found["WGMMA_CHUNKS"]) == _kernels.WGMMA_CHUNKS
     assert "return sizeof(T) == 4 ? 2 : 1;" in text and _kernels.WGMMA_MAX_TASKS == {4: 2, 2: 1}
+    found = dict(re.findall(r"constexpr int (GW_\w+) = (\d+);", text))
+    assert int(found["GW_POSITIONS"]) == _kernels.GRAD_WEIGHT_WGMMA_POSITIONS
+    assert int(found["GW_AHEAD"]) == _kernels.GRAD_WEIGHT_WGMMA_AHEAD
+    assert "GW_RAW_BUFFERS = GW_AHEAD + 1;" in text and "GW_X_BUFFERS = GW_AHEAD + 2;" in text

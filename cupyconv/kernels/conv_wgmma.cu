@@ -66,9 +66,10 @@ __device__ __forceinline__ void wgmma_wait() {
 // Ordinary shared-memory stores, made visible to the tensor cores' reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Keeps the compiler from moving accumulator accesses across the asynchronous MMAs.
-__device__ __forceinline__ void pin(float (&d)[64]) {
+template <int N>
+__device__ __forceinline__ void pin(float (&d)[N]) {
 #pragma unroll
-    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // D (64 x 128 floats, this thread's 64) = A (64 x K) * B (K x 128) + (D if
@@ -92,6 +93,46 @@ CUPYCONV_WGMMA_M64N128(half_t, "m64n128k16.f32.f16.f16", "1, 1, 0, 0")
 CUPYCONV_WGMMA_M64N128(bfloat16_t, "m64n128k16.f32.bf16.bf16", "1, 1, 0, 0")
 CUPYCONV_WGMMA_M64N128(float, "m64n128k8.f32.tf32.tf32", "1, 1")
 #undef CUPYCONV_WGMMA_M64N128
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// D (64 x N floats, this thread's N / 2) += A (64 x 16) * B (16 x N), A read
+// M-major (imm-trans-a 1: 16-byte rows along M, one per k) and B K-major,
+// both from shared memory; 16-bit operands (transposes exist for those only).
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_m64k16_mn_a(float (&d)[N / 2], unsigned long long a, unsigned long long b);
+template <>
+__device__ __forceinline__ void wgmma_m64k16_mn_a<half_t, 32>(float (&d)[16], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_m64k16_mn_a<bfloat16_t, 32>(float (&d)[16], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_m64k16_mn_a<half_t, 64>(float (&d)[32], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_m64k16_mn_a<bfloat16_t, 64>(float (&d)[32], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(1));
+}
 #endif
 
 // Four 16-bit channel rows of 8 positions each (raw[e]: channel e) stored as
@@ -626,6 +667,217 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
         wgmma_wait<0>();
         pin(acc);
         epilogue(i);
+    }
+#endif
+}
+
+// grad_weight_wgmma: grad_weight of a stride-1 1D problem (16-bit) on wgmma.
+//
+// Per tap t, GEMM D_t[co][ci] = sum over (n, l) of gy[n, co, l - padding +
+// t * dilation] * x[n, ci, l]: rows the output channels co (wgmma's M, 64 a
+// block), columns the input channels ci (N = BN), the reduction the input
+// positions.  The reduction is split: block (split, group, co tile, ci tile)
+// sums items first .. first + per_split of (image n, chunk of GW_POSITIONS
+// positions) and writes its tile, for every tap, as doubles to
+// workspace[split]; sum_splits adds the splits in order (bitwise repeatable).
+//
+// Per item, both operands are staged in shared memory for every tap:
+//   * x (B, K-major as in global memory): BN channel rows x 128 positions,
+//     by 16-byte cp.async into 8-row x 16-byte core matrices (channel ci,
+//     positions 8j.. at (ci / 8) * X_SBO + 128 j + 16 (ci % 8)), loaded
+//     GW_AHEAD items ahead (one item's loads alone cannot cover DRAM's
+//     latency: perf notes v14).
+//   * gy (A): the window of every position the taps reach, 64 channel rows,
+//     by cp.async of COPY bytes (grad_output rows of out_w elements need not
+//     be whole vectors) into raw [channel][position] buffers, then
+//     transposed into conv_wgmma's window layout (chunk c of 8 channels,
+//     position v at c * chunk_stride + 16 v): read M-major, tap t's operand
+//     is the window moved by t * dilation positions (16 bytes each).
+// The warpgroups split each item's positions (64 each, 4 k-steps of 16) and
+// keep MAX_TAPS accumulators of 64 x BN; at the end warpgroup 1's partial
+// goes through shared memory and warpgroup 0 adds it and writes the tile.
+//
+// Requirements checked by the host: compute capability 9.0 (sm_90a), stride
+// 1, in_w a multiple of 8, out_w a multiple of COPY / 2, kernel_w <=
+// MAX_TAPS, 16-byte-aligned x and gy.
+constexpr int GW_POSITIONS = 128;               // reduction positions per item
+constexpr int GW_AHEAD = 3;                     // items loaded ahead of the one in use
+constexpr int GW_RAW_BUFFERS = GW_AHEAD + 1;    // raw windows: those ahead and the one transposed
+constexpr int GW_X_BUFFERS = GW_AHEAD + 2;      // x tiles: those, and the one the MMAs may still read
+
+// Raw 16-bit [channel][position] rows (channel ch's row of `vectors` 16-byte
+// vectors at ch * raw_row + (ch / 4) * 16) into the transposed window: chunk
+// c (8 channels), position v at c * chunk_stride + 16 v.  Task (chunk, half,
+// vector) reads 4 channels' 16 bytes and writes 8 positions' 8 bytes.
+template <int CHUNKS, int THREADS>
+__device__ __forceinline__ void transpose_window16(const unsigned char* src0, unsigned char* dst0, int raw_row, int chunk_stride, int vectors, int tid) {
+    const int total = 2 * CHUNKS * vectors;
+    for (int task = tid; task < total; task += THREADS) {
+        const int chunk = task % CHUNKS, half = task / CHUNKS % 2, v = task / (2 * CHUNKS);
+        const int c0 = 8 * chunk + 4 * half;
+        const unsigned char* src = src0 + c0 * raw_row + (c0 / 4) * 16 + v * 16;
+        uint4 raw[4];  // raw[e]: channel c0 + e at 8 positions
+#pragma unroll
+        for (int e = 0; e < 4; ++e) raw[e] = *reinterpret_cast<const uint4*>(src + e * raw_row);
+        store_positions16(raw, dst0 + chunk * chunk_stride + v * 128 + half * 8);
+    }
+}
+
+template <typename T, typename Index, int BN, int MAX_TAPS, int COPY>
+__global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
+    const T* __restrict__ x,          // (batch, groups * channels, in_w)
+    const T* __restrict__ gy,         // (batch, groups * out_channels, out_w)
+    double* __restrict__ workspace,   // (splits, groups * channels, out_channels, kernel_w)
+    int batch, int groups, int channels, int out_channels, int in_w, int out_w, int kernel_w,
+    int padding, int dilation, int window_vectors, int chunk_stride, int per_split, int co_tiles, int ci_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(sizeof(T) == 2, "16-bit operands only (wgmma transposes no others)");
+    static_assert(BN == 32 || BN == 64, "wgmma.m64n32 or m64n64");
+    constexpr int VEC = 8, UNIT = COPY / 2, BM = 64;
+    constexpr int X_SBO = GW_POSITIONS / 8 * 128;  // bytes between 8-channel groups of an x tile
+    constexpr int X_BYTES = BN * GW_POSITIONS * 2;
+    constexpr int ACC = BN / 2;
+    static_assert((COPY == 16 || COPY == 8 || COPY == 4) && BN * GW_POSITIONS / 8 % WGMMA_THREADS == 0, "copies");
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x;
+    const int warpgroup = tid / 128;
+
+    int b = blockIdx.x;
+    const int ci_tile = b % ci_tiles;
+    b /= ci_tiles;
+    const int co_tile = b % co_tiles;
+    b /= co_tiles;
+    const int group = b % groups;
+    const int split = b / groups;
+    const int chunks = (in_w + GW_POSITIONS - 1) / GW_POSITIONS;
+    const int first = split * per_split;
+    const int steps = max(0, min(batch * chunks, first + per_split) - first);
+    const int taps = kernel_w;
+    // An item's window starts at window_first = floor_to(l0 - padding, 8) (l0 is a multiple of 8);
+    // position l0 - padding is window row shift0.
+    const int shift0 = -padding - floor_to(-padding, VEC);
+
+    const int raw_row = window_vectors * 16;
+    const int raw_bytes = (BM * raw_row + (BM / 4) * 16 + 127) / 128 * 128;
+    const int trans_bytes = (BM / 8) * chunk_stride;
+    unsigned char* const x_base = smem;
+    unsigned char* const raw_base = smem + GW_X_BUFFERS * X_BYTES;
+    unsigned char* const trans_base = raw_base + GW_RAW_BUFFERS * raw_bytes;
+
+    // Item k's x tile and gy window into their buffers (the caller commits).
+    const int my_row = tid / 4, my_lane = tid % 4;  // gy: 4 threads per channel row
+    auto load = [&](int k) {
+        const int item = first + k;
+        const int n = item / chunks, l0 = item % chunks * GW_POSITIONS;
+        // x: task (group of 8 rows rb, vector j, row r8): 2048 contiguous shared bytes per 8 rows
+        unsigned char* const xd = x_base + (k % GW_X_BUFFERS) * X_BYTES;
+#pragma unroll
+        for (int i = 0; i < BN * GW_POSITIONS / 8 / WGMMA_THREADS; ++i) {
+            const int task = tid + i * WGMMA_THREADS;
+            const int r8 = task % 8, j = task / 8 % (GW_POSITIONS / 8), rb = task / GW_POSITIONS;
+            const int ci = ci_tile * BN + rb * 8 + r8, l = l0 + 8 * j;
+            const bool valid = ci < channels && l < in_w;  // in_w % 8 == 0: all or nothing
+            const T* src = x + ((static_cast<Index>(n) * groups + group) * channels + ci) * static_cast<Index>(in_w) + l;
+            cp_async16(xd + rb * X_SBO + j * 128 + r8 * 16, valid ? src : x, valid);
+        }
+        // gy: positions window_first .. of channel co's row, COPY bytes a copy
+        const int co = co_tile * BM + my_row;
+        const int window_first = l0 - padding - shift0;  // a multiple of 8
+        const bool row_ok = co < out_channels;
+        const T* const src = gy + ((static_cast<Index>(n) * groups + group) * out_channels + co) * static_cast<Index>(out_w) + window_first;
+        unsigned char* const dst = raw_base + (k % GW_RAW_BUFFERS) * raw_bytes + my_row * raw_row + (my_row / 4) * 16;
+        const int copies = window_vectors * (16 / COPY);
+        for (int u = my_lane; u < copies; u += 4) {
+            const int l = window_first + u * UNIT;
+            const bool valid = row_ok && l >= 0 && l < out_w;  // out_w % UNIT == 0: all or nothing
+            cp_async_vector<COPY>(dst + u * COPY, valid ? src + u * UNIT : gy, valid);
+        }
+    };
+
+    float acc[MAX_TAPS][ACC];
+#pragma unroll
+    for (int t = 0; t < MAX_TAPS; ++t)
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[t][i] = 0.0f;
+
+    const unsigned base = shared_address(smem);
+    const unsigned trans_address = base + static_cast<unsigned>(trans_base - smem);
+#pragma unroll
+    for (int k = 0; k < GW_AHEAD; ++k) {
+        if (k < steps) load(k);
+        cp_async_commit();
+    }
+    for (int k = 0; k < steps; ++k) {
+        cp_async_wait_group<GW_AHEAD - 1>();  // item k's tiles are here (later ones may not be)
+        // ... for every thread.  Free now: raw buffer (k + GW_AHEAD) % GW_RAW_BUFFERS (item k - 1's,
+        // transposed), window k % 2 and x tile (k + GW_AHEAD) % GW_X_BUFFERS (item k - 2's MMAs are done)
+        __syncthreads();
+        transpose_window16<BM / 8, WGMMA_THREADS>(raw_base + (k % GW_RAW_BUFFERS) * raw_bytes, trans_base + (k % 2) * trans_bytes,
+                                                  raw_row, chunk_stride, window_vectors, tid);
+        if (k + GW_AHEAD < steps) load(k + GW_AHEAD);
+        cp_async_commit();
+        fence_proxy_async();
+        __syncthreads();  // window k % 2 is written
+#pragma unroll
+        for (int t = 0; t < MAX_TAPS; ++t) pin(acc[t]);
+        wgmma_fence();
+        const unsigned window = trans_address + (k % 2) * trans_bytes;
+        const unsigned x_tile = base + (k % GW_X_BUFFERS) * X_BYTES;
+#pragma unroll
+        for (int t = 0; t < MAX_TAPS; ++t) {
+            if (t < taps) {
+#pragma unroll
+                for (int ks = 0; ks < GW_POSITIONS / 32; ++ks) {
+                    const int pos = warpgroup * (GW_POSITIONS / 2) + ks * 16;
+                    // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (8 channels) chunk_stride
+                    const unsigned long long a = wgmma_descriptor(window + (shift0 + pos + t * dilation) * 16, 128, chunk_stride);
+                    const unsigned long long bd = wgmma_descriptor(x_tile + pos / 8 * 128, 128, X_SBO);
+                    wgmma_m64k16_mn_a<T, BN>(acc[t], a, bd);
+                }
+            }
+        }
+        wgmma_commit();
+        wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int t = 0; t < MAX_TAPS; ++t) pin(acc[t]);
+    cp_async_wait_all();
+    __syncthreads();  // every buffer is free: warpgroup 1's partial goes over them
+
+    const int lane = tid % 32, w = (tid / 32) % 4;
+    const int g = lane / 4, t4 = lane % 4;
+    float* const stage = reinterpret_cast<float*>(smem);  // [tap][row 64][BN], MAX_TAPS x 64 x BN floats (host: shared bytes)
+    if (warpgroup == 1) {
+#pragma unroll
+        for (int t = 0; t < MAX_TAPS; ++t)
+            if (t < taps)
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        *reinterpret_cast<float2*>(&stage[(t * BM + 16 * w + g + 8 * h) * BN + 8 * j + 2 * t4]) =
+                            make_float2(acc[t][4 * j + 2 * h], acc[t][4 * j + 2 * h + 1]);
+    }
+    __syncthreads();
+    if (warpgroup == 0) {
+        double* const out = workspace + (static_cast<Index>(split) * groups + group) * channels * static_cast<Index>(out_channels) * kernel_w;
+#pragma unroll
+        for (int t = 0; t < MAX_TAPS; ++t)
+            if (t < taps)
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int row = 16 * w + g + 8 * h, col = 8 * j + 2 * t4 + e;
+                            const int co = co_tile * BM + row, ci = ci_tile * BN + col;
+                            if (co < out_channels && ci < channels)
+                                out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + t] =
+                                    static_cast<double>(acc[t][4 * j + 2 * h + e] + stage[(t * BM + row) * BN + col]);
+                        }
     }
 #endif
 }
