@@ -149,6 +149,61 @@ __device__ __forceinline__ void store_positions16(const uint4 (&raw)[4], unsigne
     }
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// One warpgroup's MMAs of a channel slice, committed as one group: taps t <
+// `taps`, tap t's A at descriptor a + t * a_tap and B at b + b_first + t *
+// b_step (16-byte units; b_first + t * b_step >= 0), WGMMA_CHUNKS / 2
+// k-steps of 32 bytes each; the first MMA adds the accumulators only if
+// `accumulate`.
+//
+// Up to STRAIGHT taps run as one straight sequence, the recursion picking
+// the count as a constant.  In a loop, the branches among the MMAs make
+// ptxas close a group at each and commit an empty one at the end, so the
+// callers' wgmma.wait_group 1 waits for every MMA of the slice: none stays in
+// flight while the next slice is staged (perf notes v14).  The straight
+// sequences cost registers: builds bounded to 128 (two blocks) take the loop
+// (STRAIGHT 0), as do longer kernels.
+template <typename T, int STRAIGHT, int N = STRAIGHT>
+__device__ __forceinline__ void slice_mmas(float (&d)[64], int taps, unsigned long long a, unsigned a_tap, unsigned long long b, int b_first,
+                                           int b_step, int chunk_stride, bool accumulate) {
+    constexpr int KSTEPS = WGMMA_CHUNKS / 2;
+    if constexpr (N == STRAIGHT) {
+        if (taps > N) {
+            for (int t = 0; t < taps; ++t) {
+                wgmma_fence();  // in each iteration of this runtime loop (ptxas would inject one)
+#pragma unroll
+                for (int ks = 0; ks < KSTEPS; ++ks)
+                    wgmma_m64n128<T>(d, a + t * a_tap + ks * 16, b + (b_first + t * b_step) + ((2 * ks * chunk_stride) >> 4),
+                                     accumulate || t > 0 || ks > 0);
+            }
+            wgmma_commit();
+            return;
+        }
+    }
+    if constexpr (N > 1) {
+        if (taps < N) {
+            slice_mmas<T, STRAIGHT, N - 1>(d, taps, a, a_tap, b, b_first, b_step, chunk_stride, accumulate);
+            return;
+        }
+    } else if constexpr (N == 1) {
+        if (taps < 1) {
+            wgmma_commit();
+            return;
+        }
+    }
+    if constexpr (N > 0) {
+        wgmma_fence();
+#pragma unroll
+        for (int t = 0; t < N; ++t)
+#pragma unroll
+            for (int ks = 0; ks < KSTEPS; ++ks)
+                wgmma_m64n128<T>(d, a + t * a_tap + ks * 16, b + (b_first + t * b_step) + ((2 * ks * chunk_stride) >> 4),
+                                 accumulate || t > 0 || ks > 0);
+        wgmma_commit();
+    }
+}
+#endif
+
 template <typename T, typename Index, int BM, int BN>
 __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     const T* __restrict__ in,        // (batch, groups * channels, in_w)
@@ -288,7 +343,6 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     const unsigned base = shared_address(smem);
     const unsigned long long a_desc = wgmma_descriptor(base + (wm / 8) * (WGMMA_CHUNKS * 128), 128, WGMMA_CHUNKS * 128);
     const unsigned long long b_desc = wgmma_descriptor(base + a_bytes + (head + wn) * 16, chunk_stride, 128);
-    constexpr int KSTEPS = WGMMA_CHUNKS / 2;  // one wgmma takes 32 bytes of k
 
     float acc[64];
 #pragma unroll
@@ -308,7 +362,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
             const unsigned long long a_t = a_desc + ((stage_offset + t * A_TAP) >> 4);
             const unsigned long long b_t = b_desc + ((stage_offset + shift * 16) >> 4);
 #pragma unroll
-            for (int ks = 0; ks < KSTEPS; ++ks)
+            for (int ks = 0; ks < WGMMA_CHUNKS / 2; ++ks)
                 wgmma_m64n128<T>(acc, a_t + ((ks * 256) >> 4), b_t + ((2 * ks * chunk_stride) >> 4));
         }
         wgmma_commit();
@@ -634,7 +688,6 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     const unsigned base = shared_address(smem);
     const unsigned long long a_desc = wgmma_descriptor(base + (wm / 8) * (WGMMA_CHUNKS * 128), 128, WGMMA_CHUNKS * 128);
     const unsigned long long b_desc = wgmma_descriptor(base + static_cast<unsigned>(trans_base - smem) + (head + wn) * 16, chunk_stride, 128);
-    constexpr int KSTEPS = WGMMA_CHUNKS / 2;  // one wgmma takes 32 bytes of k
 
     const int steps = my_items * slices;
     load_raw(0);
@@ -652,16 +705,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
             __syncthreads();  // window buffer k % 2 is written
             pin(acc);
             const unsigned window_offset = (k % 2) * trans_bytes;
-            for (int t = 0; t < taps; ++t) {
-                wgmma_fence();
-                const int shift = p.tap_in_step < 0 ? (taps - 1 - t) * -p.tap_in_step : t * p.tap_in_step;
-                const unsigned long long a_t = a_desc + (((s * max_taps + t) * A_TAP) >> 4);
-                const unsigned long long b_t = b_desc + ((window_offset + shift * 16) >> 4);
-#pragma unroll
-                for (int ks = 0; ks < KSTEPS; ++ks)
-                    wgmma_m64n128<T>(acc, a_t + ((ks * 256) >> 4), b_t + ((2 * ks * chunk_stride) >> 4), s > 0 || t > 0 || ks > 0);
-            }
-            wgmma_commit();
+            slice_mmas<T, MIN_BLOCKS == 1 ? 8 : 0>(acc, taps, a_desc + ((s * max_taps * A_TAP) >> 4), A_TAP >> 4, b_desc + (window_offset >> 4),
+                          p.tap_in_step < 0 ? (taps - 1) * -p.tap_in_step : 0, p.tap_in_step, chunk_stride, s > 0);
             wgmma_wait<1>();
         }
         wgmma_wait<0>();
@@ -721,6 +766,32 @@ __device__ __forceinline__ void transpose_window16(const unsigned char* src0, un
         for (int e = 0; e < 4; ++e) raw[e] = *reinterpret_cast<const uint4*>(src + e * raw_row);
         store_positions16(raw, dst0 + chunk * chunk_stride + v * 128 + half * 8);
     }
+}
+
+// One warpgroup's MMAs of an item: taps t < `taps` (<= MAX_TAPS) of its 64
+// positions, 4 k-steps of 16 each; window: its first position's row for tap
+// 0 (taps step `dilation` rows of 16 bytes), x_tile: its first core matrix.
+// The recursion picks the tap count as a constant, so the MMAs are one
+// straight run with no branch among them, committed as one group.
+template <typename T, int BN, int MAX_TAPS, int N = MAX_TAPS>
+__device__ __forceinline__ void grad_weight_mmas(float (&acc)[MAX_TAPS][BN / 2], int taps, unsigned window, int dilation,
+                                                 int chunk_stride, unsigned x_tile) {
+    if constexpr (N > 1) {
+        if (taps < N) {
+            grad_weight_mmas<T, BN, MAX_TAPS, N - 1>(acc, taps, window, dilation, chunk_stride, x_tile);
+            return;
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < N; ++t)
+#pragma unroll
+        for (int ks = 0; ks < GW_POSITIONS / 32; ++ks) {
+            // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (8 channels) chunk_stride
+            const unsigned long long a = wgmma_descriptor(window + (ks * 16 + t * dilation) * 16, 128, chunk_stride);
+            const unsigned long long b = wgmma_descriptor(x_tile + ks * 2 * 128, 128, GW_POSITIONS / 8 * 128);
+            wgmma_m64k16_mn_a<T, BN>(acc[t], a, b);
+        }
+    wgmma_commit();  // here, not after the caller's branches join: there ptxas would commit an empty group of its own
 }
 
 template <typename T, typename Index, int BN, int MAX_TAPS, int COPY>
@@ -824,20 +895,11 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
         wgmma_fence();
         const unsigned window = trans_address + (k % 2) * trans_bytes;
         const unsigned x_tile = base + (k % GW_X_BUFFERS) * X_BYTES;
-#pragma unroll
-        for (int t = 0; t < MAX_TAPS; ++t) {
-            if (t < taps) {
-#pragma unroll
-                for (int ks = 0; ks < GW_POSITIONS / 32; ++ks) {
-                    const int pos = warpgroup * (GW_POSITIONS / 2) + ks * 16;
-                    // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (8 channels) chunk_stride
-                    const unsigned long long a = wgmma_descriptor(window + (shift0 + pos + t * dilation) * 16, 128, chunk_stride);
-                    const unsigned long long bd = wgmma_descriptor(x_tile + pos / 8 * 128, 128, X_SBO);
-                    wgmma_m64k16_mn_a<T, BN>(acc[t], a, bd);
-                }
-            }
-        }
-        wgmma_commit();
+        // The item's MMAs for its `taps` taps (a branch between wgmma
+        // instructions would make ptxas close a group there, and the wait
+        // below then wait for all of them: no overlap with the next item).
+        grad_weight_mmas<T, BN, MAX_TAPS>(acc, taps, window + (shift0 + warpgroup * (GW_POSITIONS / 2)) * 16, dilation, chunk_stride,
+                                          x_tile + warpgroup * (GW_POSITIONS / 16) * 128);  // and commits them
         wgmma_wait<1>();
     }
     wgmma_wait<0>();
