@@ -161,8 +161,9 @@ __device__ __forceinline__ void store_positions16(const uint4 (&raw)[4], unsigne
 // ptxas close a group at each and commit an empty one at the end, so the
 // callers' wgmma.wait_group 1 waits for every MMA of the slice: none stays in
 // flight while the next slice is staged (perf notes v14).  The straight
-// sequences cost registers: builds bounded to 128 (two blocks) take the loop
-// (STRAIGHT 0), as do longer kernels.
+// sequences cost registers: conv_wgmma and the two-block (128-register)
+// builds of conv_wgmma_resident keep their loops; longer kernels take it.
+constexpr int WGMMA_STRAIGHT_TAPS = 8;
 template <typename T, int STRAIGHT, int N = STRAIGHT>
 __device__ __forceinline__ void slice_mmas(float (&d)[64], int taps, unsigned long long a, unsigned a_tap, unsigned long long b, int b_first,
                                            int b_step, int chunk_stride, bool accumulate) {
@@ -705,8 +706,21 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
             __syncthreads();  // window buffer k % 2 is written
             pin(acc);
             const unsigned window_offset = (k % 2) * trans_bytes;
-            slice_mmas<T, MIN_BLOCKS == 1 ? 8 : 0>(acc, taps, a_desc + ((s * max_taps * A_TAP) >> 4), A_TAP >> 4, b_desc + (window_offset >> 4),
-                          p.tap_in_step < 0 ? (taps - 1) * -p.tap_in_step : 0, p.tap_in_step, chunk_stride, s > 0);
+            if constexpr (MIN_BLOCKS == 1) {
+                slice_mmas<T, WGMMA_STRAIGHT_TAPS>(acc, taps, a_desc + ((s * max_taps * A_TAP) >> 4), A_TAP >> 4, b_desc + (window_offset >> 4),
+                                                   p.tap_in_step < 0 ? (taps - 1) * -p.tap_in_step : 0, p.tap_in_step, chunk_stride, s > 0);
+            } else {  // the loop as it was: the two-block builds measured slower with slice_mmas's loop (perf notes v14)
+                for (int t = 0; t < taps; ++t) {
+                    wgmma_fence();
+                    const int shift = p.tap_in_step < 0 ? (taps - 1 - t) * -p.tap_in_step : t * p.tap_in_step;
+                    const unsigned long long a_t = a_desc + (((s * max_taps + t) * A_TAP) >> 4);
+                    const unsigned long long b_t = b_desc + ((window_offset + shift * 16) >> 4);
+#pragma unroll
+                    for (int ks = 0; ks < WGMMA_CHUNKS / 2; ++ks)
+                        wgmma_m64n128<T>(acc, a_t + ((ks * 256) >> 4), b_t + ((2 * ks * chunk_stride) >> 4), s > 0 || t > 0 || ks > 0);
+                }
+                wgmma_commit();
+            }
             wgmma_wait<1>();
         }
         wgmma_wait<0>();
