@@ -64,13 +64,14 @@ RESIDENT_TWO_BLOCK_SPILL = 64
 
 
 def test_wgmma_compiles_for_sm_90a_without_spills():
-    """conv_wgmma, conv_wgmma_resident and grad_weight_wgmma are built for sm_90a on Hopper
-    (their wgmma instructions exist only there).  Their 32-bit-index
-    instantiations keep the 64 accumulators and the window's loads in
-    registers: a spill in the main loop would also make ptxas put fences
-    between the asynchronous MMAs.  conv_wgmma (two blocks) and
-    conv_wgmma_resident's one-block builds spill nothing; its two-block
-    builds a few epilogue values (RESIDENT_TWO_BLOCK_SPILL)."""
+    """conv_wgmma, conv_wgmma_resident and grad_weight_wgmma are built for
+    sm_90a on Hopper (their wgmma instructions exist only there).  Their
+    32-bit-index instantiations keep the accumulators and the window's loads
+    in registers: a spill in the main loop would also make ptxas put fences
+    between the asynchronous MMAs.  conv_wgmma (two blocks),
+    conv_wgmma_resident's one-block builds and grad_weight_wgmma spill
+    nothing; the resident two-block builds a few epilogue values
+    (RESIDENT_TWO_BLOCK_SPILL)."""
     import re
 
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]

@@ -744,8 +744,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
 //   * x (B, K-major as in global memory): BN channel rows x 128 positions,
 //     by 16-byte cp.async into 8-row x 16-byte core matrices (channel ci,
 //     positions 8j.. at (ci / 8) * X_SBO + 128 j + 16 (ci % 8)), loaded
-//     GW_AHEAD items ahead (one item's loads alone cannot cover DRAM's
-//     latency: perf notes v14).
+//     GW_AHEAD items ahead (three: P2 2.21-2.27 ms against 2.40 with two,
+//     perf notes v14).
 //   * gy (A): the window of every position the taps reach, 64 channel rows,
 //     by cp.async of COPY bytes (grad_output rows of out_w elements need not
 //     be whole vectors) into raw [channel][position] buffers, then
