@@ -827,10 +827,12 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     kernel) get grad_input and grad_weight from one pass of
     depthwise_backward.  Large strided 1D problems with contiguous taps run
     grad_input_taps and grad_weight_taps on tensor cores.  Others run
-    grad_input as a GEMM (conv_gemm/conv_mma, or conv_window for large
-    stride-1 1D problems on tensor cores) and grad_weight as a split-K GEMM
-    (on tensor cores where the forward pass uses them; grad_weight_window for
-    large 1D float16/bfloat16 problems with a power-of-two stride).  float32
+    grad_input as a GEMM (conv_gemm/conv_mma, or the window kernels for large
+    stride-1 1D problems on tensor cores: on Hopper conv_wgmma_resident where
+    routed) and grad_weight as a split-K GEMM (on tensor cores where the
+    forward pass uses them; on Hopper grad_weight_wgmma for large stride-1 1D
+    float16/bfloat16 problems of up to 8 taps; grad_weight_window for large
+    1D float16/bfloat16 problems with a power-of-two stride).  float32
     "highest" runs the taps kernels and conv_window as 3xTF32, the other
     kernels on CUDA cores.  grad_bias is its own split reduction."""
     want_input, want_weight, want_bias = output_mask
@@ -1090,8 +1092,9 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
-    forward pass uses them too -- grad_weight_taps or grad_weight_window where
-    they apply, else grad_weight_mma; else CUDA cores with double sums."""
+    forward pass uses them too -- grad_weight_taps, grad_weight_wgmma or
+    grad_weight_window where they apply, else grad_weight_mma; else CUDA cores
+    with double sums."""
     dtype = _geometry.dtype_name(gy4.dtype)
     passes = _passes(dtype, precision, geometry, "grad_weight")
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
