@@ -143,6 +143,44 @@ __device__ __forceinline__ void store_positions16(const uint4 (&raw)[4], unsigne
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// This thread's accumulators of an m64nN wgmma as float pairs into a
+// row-major float tile: (PTX ISA) warp w of the warpgroup holds rows 16w + g
+// and 16w + g + 8 (g = lane / 4), columns 8j + 2t and 8j + 2t + 1 (t = lane %
+// 4), as d[4j], d[4j + 1] and d[4j + 2], d[4j + 3]; they go to rows row0 +
+// .., columns col0 + .. of tile (row_stride floats a row).
+template <int N>
+__device__ __forceinline__ void stage_accumulators(const float (&d)[N / 2], float* tile, int row_stride, int row0, int col0, int w, int g,
+                                                   int t4) {
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            *reinterpret_cast<float2*>(&tile[(row0 + 16 * w + g + 8 * h) * row_stride + col0 + 8 * j + 2 * t4]) =
+                make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+}
+
+// One warpgroup's MMAs of a channel slice as a runtime loop over its taps,
+// committed: tap t's A descriptor is a_of(t), its B at b_desc + b_base
+// bytes moved t * tap_in_step positions of 16 bytes (from the far end if
+// that is negative); the first MMA adds the accumulators only if
+// `accumulate`.  (See slice_mmas for what the loop costs.)
+template <typename T, typename ADescriptor>
+__device__ __forceinline__ void tap_loop_mmas(float (&d)[64], int taps, const ADescriptor& a_of, unsigned long long b_desc, unsigned b_base,
+                                              int tap_in_step, int chunk_stride, bool accumulate) {
+    for (int t = 0; t < taps; ++t) {
+        wgmma_fence();  // in each iteration of this runtime loop (ptxas would inject one)
+        const int shift = tap_in_step < 0 ? (taps - 1 - t) * -tap_in_step : t * tap_in_step;
+        const unsigned long long a_t = a_of(t);
+        const unsigned long long b_t = b_desc + ((b_base + shift * 16) >> 4);
+#pragma unroll
+        for (int ks = 0; ks < WGMMA_CHUNKS / 2; ++ks)
+            wgmma_m64n128<T>(d, a_t + ((ks * 256) >> 4), b_t + ((2 * ks * chunk_stride) >> 4), accumulate || t > 0 || ks > 0);
+    }
+    wgmma_commit();
+}
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // One warpgroup's MMAs of a channel slice, committed as one group: taps t <
 // `taps`, tap t's A at descriptor a + t * a_tap and B at b + b_first + t *
 // b_step (16-byte units; b_first + t * b_step >= 0), WGMMA_CHUNKS / 2
@@ -350,16 +388,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
         __syncthreads();  // slice s is in buf; every warpgroup has finished slice s - 2
         pin(acc);
         const unsigned stage_offset = buf * stage_bytes;
-        for (int t = 0; t < taps; ++t) {
-            wgmma_fence();  // in each iteration of this runtime loop (ptxas would inject one)
-            const int shift = p.tap_in_step < 0 ? (taps - 1 - t) * -p.tap_in_step : t * p.tap_in_step;
-            const unsigned long long a_t = a_desc + ((stage_offset + t * A_TAP) >> 4);
-            const unsigned long long b_t = b_desc + ((stage_offset + shift * 16) >> 4);
-#pragma unroll
-            for (int ks = 0; ks < WGMMA_CHUNKS / 2; ++ks)
-                wgmma_m64n128<T>(acc, a_t + ((ks * 256) >> 4), b_t + ((2 * ks * chunk_stride) >> 4));
-        }
-        wgmma_commit();
+        tap_loop_mmas<T>(acc, taps, [&](int t) { return a_desc + ((stage_offset + t * A_TAP) >> 4); }, b_desc, stage_offset, p.tap_in_step,
+                         chunk_stride, true);
         if (s + 1 < slices) load(s + 1, (s + 1) % WGMMA_STAGES);
         wgmma_wait<1>();
     }
@@ -367,21 +397,13 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     pin(acc);
     __syncthreads();  // the buffers are free for the staged tile
 
-    // Accumulator layout of m64n128 (PTX ISA): warp w of the warpgroup holds
-    // rows 16w + g and 16w + g + 8 (g = lane / 4), columns 8j + 2t and
-    // 8j + 2t + 1 (t = lane % 4), as acc[4j], acc[4j + 1] and acc[4j + 2],
-    // acc[4j + 3].
+    // The tile through shared memory (stage_accumulators: the accumulators' layout).
     constexpr int SROW = window_stage_row<BN>();
     float* stage = reinterpret_cast<float*>(smem);
     {
         const int lane = tid % 32, w = (tid / 32) % 4;
         const int g = lane / 4, t4 = lane % 4;
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                *reinterpret_cast<float2*>(&stage[(wm + 16 * w + g + 8 * h) * SROW + wn + 8 * j + 2 * t4]) =
-                    make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        stage_accumulators<128>(acc, stage, SROW, wm, wn, w, g, t4);
     }
     __syncthreads();
     store_window_tile<T, Index, BM, BN, WGMMA_THREADS>(stage, p, bias, out, n, groups, group, out_channels, out_w, m_tile, q0, fold_shift);
@@ -656,14 +678,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
 #pragma unroll
         for (int owner = 0; owner < 2; ++owner) {
             __syncthreads();
-            if (warpgroup == owner) {
-#pragma unroll
-                for (int j = 0; j < 16; ++j)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-                        *reinterpret_cast<float2*>(&part[(16 * w + g + 8 * h) * PART_ROW + 8 * j + 2 * t4]) =
-                            make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-            }
+            if (warpgroup == owner) stage_accumulators<128>(acc, part, PART_ROW, 0, 0, w, g, t4);
             __syncthreads();
             const int pm = (WG_M == 2 ? owner : 0) * 64, pn = (WG_N == 2 ? owner : 0) * 128;
             store_window_tile<T, Index, 64, 128, WGMMA_THREADS>(part, p, bias, out, n, groups, group, out_channels, out_w,
@@ -702,17 +717,9 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
             if constexpr (MIN_BLOCKS == 1) {
                 slice_mmas<T, WGMMA_STRAIGHT_TAPS>(acc, taps, a_desc + ((s * max_taps * A_TAP) >> 4), A_TAP >> 4, b_desc + (window_offset >> 4),
                                                    p.tap_in_step < 0 ? (taps - 1) * -p.tap_in_step : 0, p.tap_in_step, chunk_stride, s > 0);
-            } else {  // the loop as it was: the two-block builds measured slower with slice_mmas's loop (perf notes v14)
-                for (int t = 0; t < taps; ++t) {
-                    wgmma_fence();
-                    const int shift = p.tap_in_step < 0 ? (taps - 1 - t) * -p.tap_in_step : t * p.tap_in_step;
-                    const unsigned long long a_t = a_desc + (((s * max_taps + t) * A_TAP) >> 4);
-                    const unsigned long long b_t = b_desc + ((window_offset + shift * 16) >> 4);
-#pragma unroll
-                    for (int ks = 0; ks < WGMMA_CHUNKS / 2; ++ks)
-                        wgmma_m64n128<T>(acc, a_t + ((ks * 256) >> 4), b_t + ((2 * ks * chunk_stride) >> 4), s > 0 || t > 0 || ks > 0);
-                }
-                wgmma_commit();
+            } else {  // the loop: the two-block builds measured slower with slice_mmas's (perf notes v14)
+                tap_loop_mmas<T>(acc, taps, [&](int t) { return a_desc + (((s * max_taps + t) * A_TAP) >> 4); }, b_desc, window_offset,
+                                 p.tap_in_step, chunk_stride, s > 0);
             }
             wgmma_wait<1>();
         }
@@ -921,13 +928,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
     if (warpgroup == 1) {
 #pragma unroll
         for (int t = 0; t < MAX_TAPS; ++t)
-            if (t < taps)
-#pragma unroll
-                for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-                        *reinterpret_cast<float2*>(&stage[(t * BM + 16 * w + g + 8 * h) * BN + 8 * j + 2 * t4]) =
-                            make_float2(acc[t][4 * j + 2 * h], acc[t][4 * j + 2 * h + 1]);
+            if (t < taps) stage_accumulators<BN>(acc[t], stage, BN, t * BM, 0, w, g, t4);
     }
     __syncthreads();
     if (warpgroup == 0) {
