@@ -285,7 +285,7 @@ def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: in
     return flat, fold, red_channels, out_channels, source4, out4
 
 
-def _window_scalars(geometry: Geometry, dtype: str, problem, tile, max_taps: int, vectors: int, stride: int):
+def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, tile, max_taps: int, vectors: int, stride: int):
     """(blocks, scalar arguments) of conv_window or conv_wgmma (their
     arguments differ only in what `stride` measures)."""
     flat, fold, red_channels, out_channels, source4, out4 = problem
@@ -298,7 +298,7 @@ def _window_scalars(geometry: Geometry, dtype: str, problem, tile, max_taps: int
     scalars = (
         _i32(num_phases), _i32(fold.bit_length() - 1), _i32(batch), _i32(geometry.groups),
         _i32(red_channels), _i32(_kernels.window_channels_padded(red_channels, dtype)), _i32(out_channels),
-        _i32(source4[3]), _i32(out4[3]), _i32(geometry.kernel[1]),
+        _i32(source4[3]), _i32(out4[3]), _i32(_kernels.window_kernel_w(geometry, pass_name)),
         _i32(max_taps), _i32(vectors), _i32(stride), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
     return blocks, scalars
@@ -315,7 +315,7 @@ def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, til
     max_taps, vectors, stride, shared = _kernels.window_layout(problem[0], tile, dtype)
     if vectors > (_kernels.WINDOW_MAX_VECTORS if _kernels.ITEMSIZE[dtype] == 2 else _kernels.WINDOW_MAX_VECTORS_WIDE) or shared > max_shared:
         return None
-    blocks, scalars = _window_scalars(geometry, dtype, problem, tile, max_taps, vectors, stride)
+    blocks, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, stride)
     return _Launch("conv_window.cu", _kernels.window_name(dtype, index, tile, passes), blocks, tile.threads, scalars, shared), problem[0]
 
 
@@ -331,7 +331,7 @@ def _wgmma_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile
     tasks = _kernels.WGMMA_MAX_TASKS[_kernels.ITEMSIZE[dtype]] * _kernels.WGMMA_THREADS
     if vectors * _kernels.WGMMA_CHUNKS > tasks or shared > max_shared:
         return None
-    blocks, scalars = _window_scalars(geometry, dtype, problem, tile, max_taps, vectors, chunk_stride)
+    blocks, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride)
     return _Launch("conv_wgmma.cu", _kernels.wgmma_name(dtype, index, tile), blocks, tile.threads, scalars, shared), problem[0]
 
 
@@ -358,7 +358,7 @@ def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, t
     max_taps, vectors, chunk_stride, shared = _kernels.resident_layout(flat, tile, dtype, red_channels)
     if shared > max_shared:
         return None
-    _, scalars = _window_scalars(geometry, dtype, problem, tile, max_taps, vectors, chunk_stride)
+    _, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride)
     two = (tile, 2) in _kernels.RESIDENT_VARIANTS and 2 * (shared + 1024) <= SHARED_PER_MULTIPROCESSOR
     per_multiprocessor = 2 if two else 1
     row_tiles = -(-(out_channels * fold) // tile.bm) * geometry.groups
@@ -395,9 +395,12 @@ def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str):
 # scripts/wgmma_compare.py, perf notes v12): GEMMs of at most WGMMA_MAX_ROWS
 # rows (its 64 x 256 tile) whose blocks do either one channel slice or at
 # least WGMMA_MIN_TAPS taps per slice.  P1 (5 taps) and P4 in 16-bit (one
-# slice) gain 10-25%; P4 in tf32 (two slices of 3 taps), and every problem
-# with more rows (P2, X2, X3: 128 x 128 tiles), lose 5-30%.  False keeps
-# conv_window everywhere.
+# slice, before its dilated kernel folded) gained 10-25%; P4 in tf32 (two
+# slices of 3 taps), and every problem with more rows (P2, X2, X3: 128 x 128
+# tiles), lose 5-30%.  P4 now folds into 128 rows (_kernels.FOLD_DILATED):
+# conv_window 0.78-0.81 ms in 16-bit, conv_wgmma 128 x 128 0.84-0.85, the
+# unfolded conv_wgmma 0.77-0.78 (perf notes v15).  False keeps conv_window
+# everywhere.
 USE_WGMMA = True
 WGMMA_MAX_ROWS = 64
 WGMMA_MIN_TAPS = 4
@@ -429,8 +432,8 @@ def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, in
 # correlation: P1, P2; fold 1, consecutive outputs) whose GEMM rows fit one
 # row tile, so that each window is read by one block.  Not where blocks of
 # several row tiles each read the same windows (P2 in tf32: 128 rows in 64-row
-# tiles), where phases interleave their outputs (P4, which also has a phase
-# of bias only) or fold (X2, X3): slower there.  False keeps it off;
+# tiles), where phases interleave their outputs or fold (X2, X3, and P4,
+# whose dilated kernel folds): slower there.  False keeps it off;
 # USE_RESIDENT_ANYWHERE lifts the rule (tests, comparisons).
 USE_RESIDENT = True
 USE_RESIDENT_ANYWHERE = False

@@ -144,12 +144,46 @@ def window_records(geometry: Geometry, pass_name: str):
         return _flatten(grad_input_axis_phase(in_w, kernel, stride, padding, dilation)), 1
     if pass_name != "forward":
         raise ValueError(f"unknown pass {pass_name!r}")
-    if dilation == 1 and kernel % stride == 0 and stride & (stride - 1) == 0:
+    dense = window_dense_taps(geometry, pass_name)
+    if dense:
         q_lo = -((stride - 1 - padding) // stride)  # the smallest q of any phase: ceil((padding - stride + 1) / stride)
         q_hi = (out_w - 1 + padding) // stride  # the largest (phase 0's)
         count = max(0, q_hi - q_lo + 1)
-        return _flatten([(count, q_lo * stride - padding, stride, q_lo, 1, 0, stride, kernel // stride, -1)]), stride
+        return _flatten([(count, q_lo * stride - padding, stride, q_lo, 1, 0, stride, dense // stride, -1)]), stride
     return _flatten(forward_axis_phases(in_w, kernel, stride, padding, dilation, out_w)), 1
+
+
+# The forward pass also folds where the stride is 2 and the dilation even: then
+# every tap lands on one phase and the other phase is bias only (P4), so that
+# the phases' outputs would interleave, one written by blocks with no MMAs.
+# Folded, the dilated kernel becomes a dense one with zero taps in between
+# (and a zero tap at the end to make its length even): twice the MMAs, but
+# whole runs of consecutive outputs.  False folds only dense kernels.
+FOLD_DILATED = True
+
+
+def window_dense_taps(geometry: Geometry, pass_name: str) -> int:
+    """How many taps the window kernels' packed weight has along W when the
+    forward pass folds its phases (see window_records), else 0: the kernel
+    itself when the dilation is 1 and the stride s (a power of two) divides
+    it; where FOLD_DILATED applies, the dilated kernel's span rounded up to a
+    multiple of s, with zero taps where no tap of the kernel falls."""
+    if pass_name != "forward" or not _is_1d(geometry):
+        return 0
+    _, kernel, stride, _, dilation, _ = _axes(geometry)[1]
+    if stride & (stride - 1):
+        return 0
+    if dilation == 1 and kernel % stride == 0:
+        return kernel
+    if FOLD_DILATED and stride == 2 and dilation % 2 == 0 and kernel > 1:
+        span = dilation * (kernel - 1) + 1
+        return -(-span // stride) * stride
+    return 0
+
+
+def window_kernel_w(geometry: Geometry, pass_name: str) -> int:
+    """The packed weight's taps along W (pack_window_weight)."""
+    return window_dense_taps(geometry, pass_name) or geometry.kernel[1]
 
 
 def window_layout(flat: Tuple[int, ...], tile: WindowTile, dtype: str) -> Tuple[int, int, int, int]:
@@ -331,9 +365,19 @@ def window_channels_padded(channels: int, dtype: str) -> int:
 
 
 def pack_window_weight(weight, geometry: Geometry, pass_name: str):
-    """A view of `weight` ordered (groups, KW, M, C), conv_window's A layout
-    before the channels are padded to 16 bytes."""
-    return pack_gemm_weight(weight, geometry, pass_name).transpose(0, 1, 3, 2)
+    """`weight` (NumPy or CuPy) ordered (groups, KW, M, C), conv_window's A
+    layout before the channels are padded to 16 bytes: a view, or where the
+    forward pass folds a dilated kernel (window_kernel_w taps, more than KW) a
+    new array with the kernel's taps at every dilation-th place and zeros
+    between."""
+    view = pack_gemm_weight(weight, geometry, pass_name).transpose(0, 1, 3, 2)
+    taps = window_kernel_w(geometry, pass_name)
+    if taps == view.shape[1]:
+        return view
+    dilation = geometry.dilation[1]
+    dense = numpy.zeros_like(view, shape=(view.shape[0], taps) + view.shape[2:])  # CuPy for CuPy (NEP 18)
+    dense[:, : dilation * (view.shape[1] - 1) + 1 : dilation] = view
+    return dense
 
 
 class DirectTile(NamedTuple):

@@ -91,6 +91,7 @@ WINDOW_CASES = [
     Case("1d_win_fold4_pad", 1, 1, 33, 12, (8,), (40,), stride=4, padding=6, output_padding=2),
     Case("1d_win_fold32", 1, 2, 16, 3, (64,), (16,), stride=32, padding=16, bias=False),
     Case("1d_win_s2_d2", 1, 2, 32, 36, (3,), (72,), stride=2, padding=1, dilation=2),
+    Case("1d_win_s2_d4_op3", 1, 2, 24, 40, (4,), (88,), stride=2, padding=5, output_padding=3, dilation=4),
     Case("1d_win_s2_k5_g2", 1, 2, 64, 64, (5,), (48,), stride=2, padding=1, output_padding=1, groups=2),
     Case("1d_win_k9_d4", 1, 1, 32, 32, (9,), (200,), padding=3, dilation=4),
 ]

@@ -314,7 +314,18 @@ def test_window_folds_the_phases_it_can():
     assert fold(k=4, s=2, p=1) == 2
     assert fold(k=5, s=2) == 1  # 2 does not divide 5
     assert fold(k=6, s=3) == 1  # not a power of two
-    assert fold(k=4, s=2, d=2) == 1  # dilated
+    assert fold(k=3, s=2, d=3) == 1  # dilated, the dilation odd: taps on both phases
+    assert fold(k=3, s=4, d=4) == 1  # dilated, stride 4: three phases of bias only, not folded
+    # stride 2, even dilation: every tap on one phase; the dilated kernel folds
+    # as a dense one of span d * (k - 1) + 1, rounded up to a multiple of 2
+    assert fold(k=4, s=2, d=2) == 2
+    g = _geometry.make_geometry(1, (2, 8, 64), (8, 4, 3), None, 2, 1, 0, 1, 4)
+    assert _kernels.window_kernel_w(g, "forward") == 10 and _kernels.window_kernel_w(g, "grad_input") == 3
+    w = numpy.arange(8 * 4 * 3, dtype=numpy.float64).reshape(8, 4, 3)
+    packed = _kernels.pack_window_weight(w, g, "forward")  # (groups, taps, M, C)
+    assert packed.shape == (1, 10, 4, 8)
+    numpy.testing.assert_array_equal(packed[0, [0, 4, 8]], w.transpose(2, 1, 0))
+    assert not packed[0, [1, 2, 3, 5, 6, 7, 9]].any()
 
 
 def interpret_grad_weight_window(x4, gy4, geometry, tile, dtype, per_split):

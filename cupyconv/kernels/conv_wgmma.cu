@@ -681,7 +681,9 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
             if (warpgroup == owner) stage_accumulators<128>(acc, part, PART_ROW, 0, 0, w, g, t4);
             __syncthreads();
             const int pm = (WG_M == 2 ? owner : 0) * 64, pn = (WG_N == 2 ? owner : 0) * 128;
-            store_window_tile<T, Index, 64, 128, WGMMA_THREADS>(part, p, bias, out, n, groups, group, out_channels, out_w,
+            // (the two-block builds write folds below VEC element by element:
+            // the runs' code made them spill, 80-88 bytes)
+            store_window_tile<T, Index, 64, 128, WGMMA_THREADS, MIN_BLOCKS == 1>(part, p, bias, out, n, groups, group, out_channels, out_w,
                                                                  (m_tile * BM + pm) / 64, q0 + pn, fold_shift);
         }
         __syncthreads();

@@ -48,10 +48,12 @@ __host__ __device__ constexpr int window_stage_row() { return BN + 8; }
 // From the staged tile (rows of BN + 8 floats) to the output: runs of
 // VEC consecutive outputs per thread: along q for one row when the tile
 // does not fold (out_step 1), along the sub-phases r of one output channel
-// when it folds by VEC or more; one 16- or 8-byte store where the run is
-// whole and aligned, else element by element.  Consecutive threads take
-// consecutive runs of one row (fold 1) or consecutive columns (folded).
-template <typename T, typename Index, int BM, int BN, int THREADS>
+// when it folds by VEC or more, along o (VEC / fold columns of every
+// sub-phase) when it folds by less and FOLD_RUNS; one 16- or 8-byte store
+// where the run is whole and aligned, else element by element.  Consecutive
+// threads take consecutive runs of one row (fold 1, fold below VEC) or
+// consecutive columns (fold VEC or more).
+template <typename T, typename Index, int BM, int BN, int THREADS, bool FOLD_RUNS = true>
 __device__ __forceinline__ void store_window_tile(
     const float* __restrict__ stage, const AxisPhase& p, const T* __restrict__ bias, T* __restrict__ out,
     int n, int groups, int group, int out_channels, int out_w, int m_tile, int q0, int fold_shift) {
@@ -62,9 +64,46 @@ __device__ __forceinline__ void store_window_tile(
     const int rows = out_channels << fold_shift;
     const Index out_image = (static_cast<Index>(n) * groups + group) * out_channels;
     const bool along_r = fold >= VEC;
+    if (FOLD_RUNS && fold > 1 && !along_r) {
+        // A fold below VEC: an output channel's tile outputs are the
+        // consecutive o = first + j, first = out_base + q0 * fold (tile
+        // column j / fold, sub-phase j % fold, j < BN * fold).  Runs of VEC
+        // of them aligned to 16 bytes in memory (BN * fold / VEC + 1 per
+        // channel, the first and last cut by the tile's edges where `first`
+        // is not aligned): one 16-byte store where whole, else element by
+        // element.  Consecutive threads take consecutive runs.
+        const int span = BN << fold_shift;
+        const int runs = span / VEC + 1;
+        const int first = p.out_base + q0 * fold;
+        for (int idx = tid; idx < (BM >> fold_shift) * runs; idx += THREADS) {
+            const int co_l = idx / runs, run = idx % runs;
+            const int co = (m_tile * BM >> fold_shift) + co_l;
+            if (co >= out_channels) continue;
+            T* const row_first = out + (out_image + co) * out_w + first;
+            const int lead = static_cast<int>(reinterpret_cast<unsigned long long>(row_first) / sizeof(T) % VEC);
+            const int j0 = run * VEC - lead;  // the run's first element, as a tile output (may be < 0)
+            const int o0 = first + j0;
+            const float b = bias != nullptr ? ValueTraits<T>::to_acc(bias[group * out_channels + co]) : 0.0f;
+            const bool whole = j0 >= 0 && j0 + VEC <= span && o0 >= 0 && o0 + VEC <= out_w && q0 + ((j0 + VEC - 1) >> fold_shift) < p.count;
+            union {
+                T value[VEC];
+                uint4 whole;
+            } packed;
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const int j = j0 + e, col = j >> fold_shift, r = j & (fold - 1);
+                const bool inside = j >= 0 && j < span;
+                packed.value[e] = ValueTraits<T>::from_acc((inside ? stage[((co_l << fold_shift) + r) * SROW + col] : 0.0f) + b);
+                if (!whole && inside && q0 + col < p.count && o0 + e >= 0 && o0 + e < out_w) row_first[j] = packed.value[e];
+            }
+            if (whole) *reinterpret_cast<uint4*>(row_first + j0) = packed.whole;
+        }
+        return;
+    }
     if (!along_r && !(fold == 1 && p.out_step == 1)) {
-        // No runs (a phase of stride s, or a fold below VEC): one element per
-        // thread, consecutive threads on consecutive columns of a row.
+        // No runs (a phase of stride s; a fold below VEC without FOLD_RUNS):
+        // one element per thread, consecutive threads on consecutive columns
+        // of a row.
         for (int idx = tid; idx < BM * BN; idx += THREADS) {
             const int row = idx / BN, col = idx % BN;
             const int m = m_tile * BM + row, q = q0 + col;
