@@ -848,6 +848,11 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
                 gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
             )
             want_input = want_weight = False
+        if (want_input or want_weight) and _grouped_backward_routed(geometry, _geometry.dtype_name(gy4.dtype)):
+            grad_input, grad_weight = _grouped_backward(
+                gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
+            )
+            want_input = want_weight = False
         if want_input:
             grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
         if want_weight:
@@ -900,6 +905,72 @@ def _depthwise_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, w
     _launch(launch, (gy4, x4, weight, grad_input, workspace))  # None: a null pointer
     if want_weight:
         _launch(finish, (workspace, grad_weight))
+        grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
+    if want_input:
+        grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))
+    return grad_input, grad_weight
+
+
+# grouped_backward takes both passes of large 1D problems with few channels a
+# group (_kernels.grouped_backward_applies; P3) in float32 (every precision),
+# float16 and bfloat16: one read of grad_output and x on CUDA cores, where the
+# GEMMs' tensor-core tiles would be mostly padding.  False keeps the GEMMs.
+USE_GROUPED_BACKWARD = True
+GROUPED_MIN_INPUT = 1 << 16  # input elements; smaller problems keep the GEMMs
+
+
+def _grouped_backward_routed(geometry: Geometry, dtype: str) -> bool:
+    return USE_GROUPED_BACKWARD and math.prod(geometry.input_shape4) >= GROUPED_MIN_INPUT and _kernels.grouped_backward_applies(geometry, dtype)
+
+
+@functools.lru_cache(maxsize=1024)
+def _grouped_backward_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, want_input: bool, want_weight: bool):
+    """(grouped_backward launch, workspace shape or None, sum_splits launch or
+    None): the longest item (GROUPED_TILES) whose staging fits two blocks a
+    multiprocessor; splits of the (image, item) list sized for about four
+    blocks a multiprocessor, and where grad_weight is wanted short enough that
+    a lane sums at most GROUPED_MAX_SPLIT_SUM products in float."""
+    for tile in _kernels.GROUPED_TILES:
+        span, phase_row, m_row, shared = _kernels.grouped_backward_layout(geometry, tile, want_input, want_weight)
+        if shared <= _kernels.GROUPED_MAX_SHARED:
+            break
+    batch, _, _, in_w = geometry.input_shape4
+    tiles = -(-in_w // tile)
+    items = batch * tiles
+    per_split = -(-items * geometry.groups // (4 * multiprocessors))
+    if want_weight:
+        per_split = min(per_split, _kernels.GROUPED_MAX_SPLIT_SUM // (tile // (_kernels.GROUPED_THREADS // 32)))
+    per_split = max(1, per_split)
+    splits = -(-items // per_split)
+    scalars = (
+        _i32(geometry.groups), _i32(geometry.out_channels_per_group), _i32(in_w), _i32(geometry.output_shape4[3]),
+        _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(geometry.dilation[1]),
+        _i32(tile), _i32(span), _i32(phase_row), _i32(m_row), _i32(tiles), _i64(items), _i32(per_split),
+    )  # fmt: skip
+    name = _kernels.grouped_backward_name(dtype, index, geometry.in_channels_per_group, geometry.kernel[1])
+    launch = _Launch("grouped_backward.cu", name, _blocks_for(geometry.groups * splits), _kernels.GROUPED_THREADS, scalars, shared)
+    if not want_weight:
+        return launch, None, None
+    count = math.prod(geometry.weight_shape4)
+    return launch, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
+
+
+def _grouped_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, want_weight: bool, out):
+    """grad_input and grad_weight (each None unless wanted) of a problem
+    grouped_backward takes, in one pass over grad_output and x."""
+    dtype = _geometry.dtype_name(gy4.dtype)
+    grad_input = _output(out[0], geometry.input_shape4, gy4.dtype) if want_input else None
+    grad_weight = _output(out[1], geometry.weight_shape4, gy4.dtype) if want_weight else None
+    multiprocessors = _multiprocessors()
+    launch, workspace_shape, finish = _grouped_backward_plan(geometry, dtype, "int", multiprocessors, want_input, want_weight)
+    index = _kernels.index_type(x4.size, gy4.size, weight.size, math.prod(workspace_shape or (0,)))
+    if index != "int":
+        launch, workspace_shape, finish = _grouped_backward_plan(geometry, dtype, index, multiprocessors, want_input, want_weight)
+    workspace = cupy.empty(workspace_shape, dtype=numpy.float64) if want_weight else None
+    _launch(launch, (gy4, x4, weight, grad_input, workspace))  # None: a null pointer
+    if want_weight:
+        _launch(finish, (workspace, grad_weight))
+    if want_weight:
         grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
     if want_input:
         grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))

@@ -553,6 +553,54 @@ def depthwise_backward_name(dtype: str, index: str, max_taps: int) -> str:
     return f"depthwise_backward<{CUDA_TYPE[dtype]}, {index}, {max_taps}, {DEPTHWISE_BACKWARD_THREADS}>"
 
 
+# grouped_backward (grouped_backward.cu): 1D problems with few channels per
+# group, grad_input and grad_weight in one pass on CUDA cores.
+GROUPED_DTYPES = ("float32", "float16", "bfloat16")
+GROUPED_CHANNELS = (4, 8, 16)  # its CG: input channels per group
+GROUPED_THREADS = 256
+GROUPED_MAX_TAPS = 8
+GROUPED_X_PAD = 4
+GROUPED_MAX_SPLIT_SUM = 1024  # products a lane sums in float within a split
+GROUPED_TILES = (512, 256, 128, 64)  # input positions per item, the longest that fits taken
+GROUPED_MAX_SHARED = 100 * 1024  # two blocks a multiprocessor
+
+
+def grouped_backward_name(dtype: str, index: str, channels: int, taps: int) -> str:
+    return f"grouped_backward<{CUDA_TYPE[dtype]}, {index}, {channels}, {taps}>"
+
+
+def grouped_backward_applies(geometry: Geometry, dtype: str) -> bool:
+    """Whether grouped_backward can run this problem: 1D, C input channels a
+    group in GROUPED_CHANNELS and M output channels with C / 4 * M <= 32 (a
+    warp's lanes own grad_weight's (channel quad, output channel) pairs), up
+    to GROUPED_MAX_TAPS taps."""
+    if dtype not in GROUPED_DTYPES or not _is_1d(geometry):
+        return False
+    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    _, kernel, stride, _, dilation, _ = _axes(geometry)[1]
+    span = (max(GROUPED_TILES) - 1) * stride + (kernel - 1) * dilation + 1  # the kernel divides positions below 2**20 by the stride in float
+    return channels in GROUPED_CHANNELS and channels // 4 * out_channels <= 32 and kernel <= GROUPED_MAX_TAPS and span < 1 << 20
+
+
+def grouped_backward_layout(geometry: Geometry, tile: int, want_input: bool, want_weight: bool) -> Tuple[int, int, int, int]:
+    """(span, phase_row, m_row, shared-memory bytes) of grouped_backward with
+    `tile` input positions per item: the weight ([m][k][c], for grad_input),
+    grad_output's span of positions split into `stride` phases of phase_row
+    floats, m_row floats per output channel (1 more than a multiple of 32, so
+    that the lanes' output channels fall in distinct banks), the transposed x
+    (for grad_weight), and at least the final reduction's 32 x 4 x taps
+    doubles."""
+    _, kernel, stride, _, dilation, _ = _axes(geometry)[1]
+    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    span = (tile - 1) * stride + (kernel - 1) * dilation + 1
+    phase_row = -(-span // stride)
+    m_row = stride * phase_row + (1 - stride * phase_row) % 32
+    floats = (out_channels * kernel * channels if want_input else 0) + -(-out_channels * m_row // 4) * 4
+    floats += tile * (channels + GROUPED_X_PAD) if want_weight else 0
+    reduction = 32 * 4 * kernel * 8 if want_weight else 0
+    return span, phase_row, m_row, max(4 * floats, reduction)
+
+
 def depthwise_backward_taps(geometry: Geometry) -> int:
     """The smallest depthwise_backward bound covering the geometry's taps, or 0
     if none does (or it is not depthwise)."""
@@ -776,6 +824,12 @@ def all_instantiations() -> List[Tuple[str, str]]:
             names += [("conv_direct.cu", direct_name(dtype, index, t)) for t in DIRECT_TILES]
             names += [("depthwise.cu", depthwise_name(dtype, index, taps)) for taps in DEPTHWISE_TAPS_W]
             names += [("depthwise.cu", depthwise_backward_name(dtype, index, taps)) for taps in DEPTHWISE_BACKWARD_TAPS]
+            if dtype in GROUPED_DTYPES:
+                names += [
+                    ("grouped_backward.cu", grouped_backward_name(dtype, index, c, t))
+                    for c in GROUPED_CHANNELS
+                    for t in range(1, GROUPED_MAX_TAPS + 1)
+                ]
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]
     return names
 

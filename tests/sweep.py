@@ -111,6 +111,20 @@ GRAD_WEIGHT_WINDOW_CASES = [
 ]
 
 
+# grouped_backward: 1D, 4, 8 or 16 input channels a group with C / 4 * M <= 32
+# output channels, up to 8 taps.  Strides (phases of staged grad_output), a
+# dilation, paddings on both sides, items cut by the row's end, every
+# channel count, a lone group, an unbatched input; inputs of 2**16 elements or
+# more (the routing threshold) except where a test lowers it.
+GROUPED_BACKWARD_CASES = [
+    Case("gb_p3", 1, 2, 64, 32, (5,), (1200,), stride=2, padding=1, output_padding=1, groups=4),
+    Case("gb_c8_s3_d2", 1, 3, 16, 8, (8,), (1500,), stride=3, padding=4, dilation=2, groups=2),
+    Case("gb_c4_m32", 1, 2, 8, 64, (3,), (4100,), padding=1, groups=2, bias=False),
+    Case("gb_c16_k1_s4", 1, 1, 16, 2, (1,), (5000,), stride=4, output_padding=3),
+    Case("gb_unbatched", 1, None, 32, 16, (4,), (2049,), stride=2, padding=3, groups=4),
+]
+
+
 def relative_error(actual, expected) -> float:
     """||actual - expected|| / ||expected|| in float64 (0 for empty arrays)."""
     actual = numpy.asarray(actual, dtype=numpy.float64)

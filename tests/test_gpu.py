@@ -19,16 +19,26 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 
 import numpy
 import pytest
 
 import cupyconv
-from cupyconv import _kernels, reference
+from cupyconv import _geometry, _kernels, reference
 
 from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
-from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES, Case, relative_error
+from sweep import (
+    CASES,
+    GRAD_INPUT_TAPS_CASES,
+    GRAD_WEIGHT_TAPS_CASES,
+    GRAD_WEIGHT_WINDOW_CASES,
+    GROUPED_BACKWARD_CASES,
+    WINDOW_CASES,
+    Case,
+    relative_error,
+)
 
 try:
     import cupy
@@ -797,6 +807,104 @@ def test_backward_is_bitwise_deterministic(case, mode):
         again = [cupy.asnumpy(g) for g in backward(gy, xg, wg, **case.kwargs)]
         for a, b in zip(first, again):
             assert a.tobytes() == b.tobytes()
+
+
+def _spy_grouped_backward(monkeypatch, tiles=None, multiprocessors=None):
+    """The geometries grouped_backward served (small problems too).  With
+    `tiles`, its items are that many input positions or fewer; with
+    `multiprocessors`, its splits are sized for that many, so that blocks take
+    several items (plans re-made)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "GROUPED_MIN_INPUT", 0)
+    if tiles is not None:
+        monkeypatch.setattr(_kernels, "GROUPED_TILES", tiles)
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    _cuda._grouped_backward_plan.cache_clear()
+    monkeypatch.setattr(_cuda, "_grouped_backward_plan", functools.lru_cache(maxsize=None)(_cuda._grouped_backward_plan.__wrapped__))
+    ran, original = [], _cuda._grouped_backward
+
+    def spy(*args):
+        ran.append(args[3])
+        return original(*args)
+
+    monkeypatch.setattr(_cuda, "_grouped_backward", spy)
+    return ran
+
+
+@pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
+@pytest.mark.parametrize("case", GROUPED_BACKWARD_CASES, ids=str)
+def test_grouped_backward_kernel(case, mode, monkeypatch):
+    """grouped_backward's gradients against float64 (float32 "highest" under
+    1e-5, the others within twice torch's error)."""
+    ran = _spy_grouped_backward(monkeypatch)
+    test_backward(case, mode)
+    assert ran, "grouped_backward did not run"
+
+
+@pytest.mark.parametrize("tiles, multiprocessors", [((64,), 1), ((128,), 3), ((512,), 2)], ids=["64-1", "128-3", "512-2"])
+@pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name in ("gb_p3", "gb_c8_s3_d2", "gb_unbatched")], ids=str)
+def test_grouped_backward_items(case, tiles, multiprocessors, monkeypatch):
+    """Short items and few multiprocessors: blocks walk many items, items
+    end inside a row and at an image's end."""
+    ran = _spy_grouped_backward(monkeypatch, tiles, multiprocessors)
+    test_backward(case, ("float32", "highest"))
+    test_backward(case, ("bfloat16", "highest"))
+    assert ran
+
+
+@pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name in ("gb_p3", "gb_c4_m32")], ids=str)
+def test_grouped_backward_output_mask(case, monkeypatch):
+    """grad_input alone and grad_weight alone (smaller staging, no weight or
+    no x) give the bits of the full pass."""
+    ran = _spy_grouped_backward(monkeypatch)
+    rng = numpy.random.default_rng(25)
+    x, w, _ = case.arrays(rng, numpy.float32)
+    out_shape = _ops(case).ref_forward(x, w, **case.kwargs).shape
+    gy, xg, wg = (cupy.asarray(a.astype(numpy.float32)) for a in (rng.standard_normal(out_shape), x, w))
+    backward = _ops(case).backward
+    full = backward(gy, xg, wg, **case.kwargs, output_mask=(True, True, False))
+    with poisoned_allocations():
+        alone = [backward(gy, xg, wg, **case.kwargs, output_mask=mask)[i] for i, mask in enumerate(((True, False, False), (False, True, False)))]
+    for a, b in zip(full[:2], alone):
+        assert cupy.asnumpy(a).tobytes() == cupy.asnumpy(b).tobytes()
+    assert len(ran) == 3
+
+
+@pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name in ("gb_p3", "gb_c8_s3_d2")], ids=str)
+def test_grouped_backward_64_bit_index(case, monkeypatch):
+    ran = _spy_grouped_backward(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_backward(case, ("float16", "highest"))
+    assert ran
+
+
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("float16", "highest")], ids=["float32", "float16"])
+@pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name in ("gb_p3", "gb_unbatched")], ids=str)
+def test_grouped_backward_is_bitwise_deterministic(case, mode, monkeypatch):
+    ran = _spy_grouped_backward(monkeypatch, multiprocessors=3)
+    test_backward_is_bitwise_deterministic(case, mode)
+    assert ran
+
+
+def test_grouped_backward_routing():
+    """P3's shape takes grouped_backward in every mode but float64; wider
+    groups, 2D problems and small inputs keep the GEMMs."""
+    from cupyconv import _cuda
+
+    def routed(x_shape, w_shape, dtype="float32", dims=1, **kwargs):
+        geometry = _geometry.make_geometry(dims, x_shape, w_shape, None, kwargs.get("stride", 1), kwargs.get("padding", 0), 0, kwargs.get("groups", 1), 1)
+        return _cuda._grouped_backward_routed(geometry, dtype)
+
+    p3 = dict(stride=2, padding=1, groups=4)
+    assert all(routed((4, 64, 4096), (64, 8, 5), dtype, **p3) for dtype in ("float32", "float16", "bfloat16"))
+    assert not routed((4, 64, 4096), (64, 8, 5), "float64", **p3)
+    assert not routed((4, 64, 128), (64, 8, 5), **p3)  # 2**15 input elements
+    assert not routed((4, 128, 4096), (128, 8, 5), stride=2, groups=4)  # 32 channels a group
+    assert not routed((4, 64, 4096), (64, 16, 5), **p3)  # 16 output channels a group: 4 * 16 > 32 lanes
+    assert not routed((4, 64, 4096), (64, 8, 9), **p3)  # 9 taps
+    assert not routed((4, 64, 64, 64), (64, 8, 3, 3), dims=2, stride=2, groups=4)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES + LARGE_CASES if c.name in ("1d_s3_d2_p2_op1", "2d_per_axis", "1d_wide_channels", "1d_dw_long")], ids=str)

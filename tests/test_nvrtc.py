@@ -113,3 +113,15 @@ def test_wgmma_constants_match_the_host():
     assert int(found["GW_POSITIONS"]) == _kernels.GRAD_WEIGHT_WGMMA_POSITIONS
     assert int(found["GW_AHEAD"]) == _kernels.GRAD_WEIGHT_WGMMA_AHEAD
     assert "GW_RAW_BUFFERS = GW_AHEAD + 1;" in text and "GW_X_BUFFERS = GW_AHEAD + 2;" in text
+
+
+def test_grouped_backward_constants_match_the_host():
+    import re
+
+    text = _kernels.source("grouped_backward.cu")
+    found = dict(re.findall(r"constexpr int (GROUPED_\w+) = (\d+);", text))
+    assert int(found["GROUPED_THREADS"]) == _kernels.GROUPED_THREADS
+    assert int(found["GROUPED_MAX_TAPS"]) == _kernels.GROUPED_MAX_TAPS
+    assert int(found["GROUPED_X_PAD"]) == _kernels.GROUPED_X_PAD
+    assert int(found["GROUPED_MAX_SPLIT_SUM"]) == _kernels.GROUPED_MAX_SPLIT_SUM
+    assert all(tile % 64 == 0 for tile in _kernels.GROUPED_TILES)  # the kernel's items: halves of whole warps, eighths per warp
