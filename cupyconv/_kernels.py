@@ -560,7 +560,7 @@ GROUPED_CHANNELS = (4, 8, 16)  # its CG: input channels per group
 GROUPED_THREADS = 256
 GROUPED_MAX_TAPS = 8
 GROUPED_X_PAD = 4
-GROUPED_MAX_SPLIT_SUM = 1024  # products a lane sums in float within a split
+GROUPED_MAX_SPLIT_SUM = 256  # products a lane sums in float within a split
 GROUPED_TILES = (512, 256, 128, 64)  # input positions per item, the longest that fits taken
 GROUPED_MAX_SHARED = 100 * 1024  # two blocks a multiprocessor
 

@@ -38,7 +38,7 @@ constexpr int GROUPED_THREADS = 256;
 constexpr int GROUPED_WARPS = GROUPED_THREADS / 32;
 constexpr int GROUPED_MAX_TAPS = 8;
 constexpr int GROUPED_X_PAD = 4;  // floats past C in a staged x row
-constexpr int GROUPED_MAX_SPLIT_SUM = 1024;  // products a lane sums in float (the host sizes splits)
+constexpr int GROUPED_MAX_SPLIT_SUM = 256;  // products a lane sums in float (the host sizes splits)
 
 // Stages rows x len values: load(row, j, value) for every pair (raw T, left
 // zero where it loads nothing), then store(row, j, value as float); each
