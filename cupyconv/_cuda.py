@@ -828,7 +828,9 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
 
     Depthwise problems with up to 16 taps per input channel (multiplier x
     kernel) get grad_input and grad_weight from one pass of
-    depthwise_backward.  Large strided 1D problems with contiguous taps run
+    depthwise_backward, large 1D problems with few channels a group (see
+    _kernels.grouped_backward_applies) from one pass of grouped_backward.
+    Large strided 1D problems with contiguous taps run
     grad_input_taps and grad_weight_taps on tensor cores.  Others run
     grad_input as a GEMM (conv_gemm/conv_mma, or the window kernels for large
     stride-1 1D problems on tensor cores: on Hopper conv_wgmma_resident where
