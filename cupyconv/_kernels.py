@@ -573,13 +573,16 @@ def grouped_backward_applies(geometry: Geometry, dtype: str) -> bool:
     """Whether grouped_backward can run this problem: 1D, C input channels a
     group in GROUPED_CHANNELS and M output channels with C / 4 * M <= 32 (a
     warp's lanes own grad_weight's (channel quad, output channel) pairs), up
-    to GROUPED_MAX_TAPS taps."""
+    to GROUPED_MAX_TAPS taps, and a stride short enough that the shortest
+    item's staging fits in GROUPED_MAX_SHARED."""
     if dtype not in GROUPED_DTYPES or not _is_1d(geometry):
         return False
     channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
     _, kernel, stride, _, dilation, _ = _axes(geometry)[1]
     span = (max(GROUPED_TILES) - 1) * stride + (kernel - 1) * dilation + 1  # the kernel divides positions below 2**20 by the stride in float
-    return channels in GROUPED_CHANNELS and channels // 4 * out_channels <= 32 and kernel <= GROUPED_MAX_TAPS and span < 1 << 20
+    if not (channels in GROUPED_CHANNELS and channels // 4 * out_channels <= 32 and kernel <= GROUPED_MAX_TAPS and span < 1 << 20):
+        return False
+    return grouped_backward_layout(geometry, GROUPED_TILES[-1], True, True)[3] <= GROUPED_MAX_SHARED  # the shortest item fits
 
 
 def grouped_backward_layout(geometry: Geometry, tile: int, want_input: bool, want_weight: bool) -> Tuple[int, int, int, int]:
