@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from typing import NamedTuple, Tuple
 
 import cupy
 import numpy
 
-from . import _autotune, _geometry, _kernels
+from . import _api, _autotune, _geometry, _kernels
 from ._geometry import Geometry
+
+_api._CUPY_NDARRAY = cupy.ndarray
 
 try:  # CuPy's holder of a scalar kernel argument: a launch passes it as is
     from cupy._core._scalar import CScalar as _CScalar
 except ImportError:  # pragma: no cover - a CuPy without it converts NumPy scalars itself, per launch
     _CScalar = None
+
+_launch_kernel = cupy.cuda.driver.launchKernel
 
 
 def _i32(value: int):
@@ -788,7 +793,71 @@ def _small_forward_launch(geometry: Geometry, dtype: str, index: str, precision:
     return _Bound(_kernel_function(plan), (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
 
 
-def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
+def _small_knobs() -> tuple:
+    """The module settings a small forward launch depends on (tests change
+    them): a remembered launch is used only while they are as they were."""
+    return (FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS, SMALL_FORWARD_MAX_OUTPUT, WINDOW_MIN_OUTPUT, PACK_MIN_OUTPUT)
+
+
+class _FastForward:
+    """A small forward launch that takes only the call's pointers
+    (_api._FAST_FORWARD).  CuPy's kernel call builds one argument holder per
+    argument on every launch (9 us for the 24 of conv_gemm's on the H100
+    host); here the arguments sit in one buffer made once, the call writes its
+    four pointers into it and hands it to cuLaunchKernel
+    (cupy.cuda.driver.launchKernel) on the current stream.  It returns None,
+    and the caller takes the checked path, where the current device is not the
+    arrays' or a setting of _small_knobs or autotuning has changed."""
+
+    def __init__(self, bound: _Bound, shape: tuple, dtype, device: int):
+        self.function = bound.function.kernel  # the device's compiled Function (cupy.RawKernel.kernel), kept alive
+        self.pointer = self.function.ptr
+        self.grid, self.block, self.shared = bound.grid[0], bound.block[0], bound.shared
+        self.shape, self.dtype, self.device, self.knobs = shape, dtype, device, _small_knobs()
+        self.tail = bound.tail  # keeps the phase table alive
+        # every argument in an 8-byte slot (little-endian: a 4-byte int in its
+        # low half); the driver copies each at the kernel's parameter size
+        self.values = numpy.zeros(4 + len(bound.tail), dtype=numpy.uint64)
+        for slot, argument in enumerate(bound.tail, start=4):
+            if isinstance(argument, cupy.ndarray):
+                self.values[slot] = argument.data.ptr
+            else:
+                value = numpy.asarray(argument.value if _CScalar is not None and isinstance(argument, _CScalar) else argument)
+                if value.dtype.itemsize > 8 or value.dtype.kind not in "iuf":
+                    raise TypeError(f"unexpected kernel argument {argument!r}")
+                self.values[slot : slot + 1].view(value.dtype)[0] = value
+        base = self.values.ctypes.data
+        self.params = numpy.array([base + 8 * slot for slot in range(len(self.values))], dtype=numpy.uint64)
+        self.params_pointer = self.params.ctypes.data
+        self.lock = threading.Lock()  # one call at a time writes the slots
+
+    def __call__(self, x, weight, bias):
+        if cupy.cuda.runtime.getDevice() != self.device or _small_knobs() != self.knobs or _autotune.enabled():
+            return None
+        y = cupy.ndarray(self.shape, self.dtype)
+        values = self.values
+        with self.lock:
+            values[0] = x.data.ptr
+            values[1] = weight.data.ptr
+            values[2] = 0 if bias is None else bias.data.ptr
+            values[3] = y.data.ptr
+            _launch_kernel(
+                self.pointer, self.grid, 1, 1, self.block, 1, 1, self.shared, cupy.cuda.get_current_stream().ptr, self.params_pointer, 0
+            )  # fmt: skip
+        return y
+
+
+def _remember_fast(key, bound: _Bound, y) -> None:
+    """Puts a small forward launch into _api._FAST_FORWARD under the call's
+    key (None: the call does not qualify)."""
+    if key is None:
+        return
+    if len(_api._FAST_FORWARD) >= 1024:
+        _api._FAST_FORWARD.clear()
+    _api._FAST_FORWARD[key] = _FastForward(bound, y.shape, y.dtype, y.data.device_id)
+
+
+def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None):
     """conv_transpose on CuPy arrays; returns the output in the user's shape
     (written into `out` when given).
 
@@ -806,6 +875,8 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
         y = _output(out, geometry.output_shape, x.dtype)
         if not y.size:
             return y
+        if fast_key is not None and not all(a is None or a.flags.c_contiguous for a in (x, weight, bias)):
+            fast_key = None  # remembered launches take the arrays as they are: no copies
         x = cupy.ascontiguousarray(x)
         weight = cupy.ascontiguousarray(weight)
         bias = cupy.ascontiguousarray(bias) if bias is not None else None
@@ -815,6 +886,8 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None):
                 geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS
             )  # fmt: skip
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
+            if out is None:
+                _remember_fast(fast_key, bound, y)
         elif geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
             _depthwise(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
         elif not _direct(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, precision):

@@ -1013,7 +1013,7 @@ def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
     """A small forward pass is planned once per signature: a repeated call
     finds its launch remembered, and gives bitwise the result of the full
     dispatch (which runs with autotuning on, the remembered launch then off)."""
-    from cupyconv import _autotune, _cuda
+    from cupyconv import _api, _autotune, _cuda
 
     dtype_name, precision = mode
     dtype = numpy_dtype(dtype_name)
@@ -1022,6 +1022,7 @@ def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
     fn = _ops(case).forward
     y_first = fn(x, w, b, **case.kwargs, precision=precision)
     assert y_first.size < _cuda.SMALL_FORWARD_MAX_OUTPUT
+    _api._FAST_FORWARD.clear()  # this call takes the checked path
     before = _cuda._small_forward_launch.cache_info()
     with poisoned_allocations():
         y = fn(x, w, b, **case.kwargs, precision=precision)
@@ -1033,6 +1034,113 @@ def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
         y_full = fn(x, w, b, **case.kwargs, precision=precision)
     assert _cuda._small_forward_launch.cache_info() == after
     assert cupy.array_equal(y, y_full) and cupy.array_equal(y, y_first)
+
+
+def _fast_calls(monkeypatch):
+    """Counts the calls that _api._FAST_FORWARD answered."""
+    from cupyconv import _cuda
+
+    answered, original = [], _cuda._FastForward.__call__
+
+    def spy(self, *arrays):
+        y = original(self, *arrays)
+        answered.append(y is not None)
+        return y
+
+    monkeypatch.setattr(_cuda._FastForward, "__call__", spy)
+    return answered
+
+
+@pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("bfloat16", "highest")], ids=["highest", "tf32", "bfloat16"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_fast_forward_matches_checked_path(case, mode, monkeypatch):
+    """A repeated small call with the same signature goes from _api straight
+    to its remembered launch (its arguments packed once, cuLaunchKernel) and
+    writes every output: bitwise the checked path's result, in poisoned
+    memory, on the default stream and on another one."""
+    from cupyconv import _api, _cuda
+
+    dtype_name, precision = mode
+    dtype = numpy_dtype(dtype_name)
+    rng = numpy.random.default_rng(28)
+    x, w, b = (_to_gpu(a, dtype) for a in case.arrays(rng, dtype))
+    fn = _ops(case).forward
+    _api._FAST_FORWARD.clear()
+    answered = _fast_calls(monkeypatch)
+    with poisoned_allocations():
+        y_checked = fn(x, w, b, **case.kwargs, precision=precision)
+    if not 0 < y_checked.size < min(_cuda.SMALL_FORWARD_MAX_OUTPUT, _cuda.WINDOW_MIN_OUTPUT, _cuda.PACK_MIN_OUTPUT):
+        assert not _api._FAST_FORWARD  # empty and large calls are planned each time
+        return
+    assert len(_api._FAST_FORWARD) == 1
+    with poisoned_allocations():
+        y_fast = fn(x, w, b, **case.kwargs, precision=precision)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            y_stream = fn(x, w, b, **case.kwargs, precision=precision)
+        stream.synchronize()
+    assert answered == [True, True]
+    assert y_fast.shape == y_checked.shape and y_fast.dtype == y_checked.dtype
+    assert cupy.array_equal(y_fast, y_checked) and cupy.array_equal(y_stream, y_checked)
+
+
+def test_fast_forward_keys():
+    """What the remembered launch is keyed on: a call that differs in an
+    array's strides, dtype or presence, or in an argument's type, takes the
+    checked path (and raises where that rejects it)."""
+    from cupyconv import _api
+
+    rng = numpy.random.default_rng(29)
+    x = cupy.asarray(rng.standard_normal((2, 4, 9)), dtype=numpy.float32)
+    w = cupy.asarray(rng.standard_normal((4, 3, 3)), dtype=numpy.float32)
+    b = cupy.asarray(rng.standard_normal(3), dtype=numpy.float32)
+    _api._FAST_FORWARD.clear()
+    y = cupyconv.conv_transpose1d(x, w, b, stride=2)
+    assert cupy.array_equal(cupyconv.conv_transpose1d(x, w, b, stride=2), y) and len(_api._FAST_FORWARD) == 1
+    # a strided view of the same shape: copied on the checked path, not read as if contiguous
+    wide = cupy.asarray(rng.standard_normal((2, 4, 18)), dtype=numpy.float32)
+    wide[:, :, ::2] = x
+    assert cupy.array_equal(cupyconv.conv_transpose1d(wide[:, :, ::2], w, b, stride=2), y)
+    assert cupy.array_equal(cupyconv.conv_transpose1d(wide[:, :, ::2], w, b, stride=2), y)
+    # an argument equal to a remembered one but of another type is still rejected
+    with pytest.raises(TypeError, match="stride"):
+        cupyconv.conv_transpose1d(x, w, b, stride=2.0)
+    with pytest.raises(TypeError, match="dtype"):
+        cupyconv.conv_transpose1d(x, w.astype(numpy.float64), b, stride=2)
+    with pytest.raises(ValueError, match="precision"):
+        cupyconv.conv_transpose1d(x, w, b, stride=2, precision="TF32")
+    with pytest.raises(TypeError, match="bias"):
+        cupyconv.conv_transpose1d(x, w, cupy.asnumpy(b), stride=2)
+    # no bias: its own launch, the bias pointer null
+    y_plain = cupyconv.conv_transpose1d(x, w, stride=2)
+    assert cupy.array_equal(cupyconv.conv_transpose1d(x, w, stride=2), y_plain)
+    assert cupy.allclose(y_plain + b[:, None], y, rtol=1e-6, atol=1e-6)
+
+
+def test_fast_forward_follows_settings(monkeypatch):
+    """A remembered launch stands aside when a setting its plan read changes
+    (here 3xTF32's product threshold, and autotuning), so the checked path
+    plans afresh."""
+    from cupyconv import _api, _autotune, _cuda
+
+    rng = numpy.random.default_rng(30)
+    x = cupy.asarray(rng.standard_normal((1, 16, 40)), dtype=numpy.float32)
+    w = cupy.asarray(rng.standard_normal((16, 8, 9)), dtype=numpy.float32)
+    _api._FAST_FORWARD.clear()
+    answered = _fast_calls(monkeypatch)
+    y = cupyconv.conv_transpose1d(x, w)
+    cupyconv.conv_transpose1d(x, w)
+    assert answered == [True]
+    monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 1 << 30)  # float32 "highest" on CUDA cores
+    before = _cuda._small_forward_launch.cache_info().misses
+    y_cuda_cores = cupyconv.conv_transpose1d(x, w)
+    assert answered == [True, False] and _cuda._small_forward_launch.cache_info().misses == before + 1
+    assert cupy.allclose(y_cuda_cores, y, rtol=1e-5, atol=1e-5)
+    monkeypatch.undo()
+    answered = _fast_calls(monkeypatch)
+    monkeypatch.setattr(_autotune, "enabled", lambda: True)
+    monkeypatch.setattr(_cuda, "_pick", lambda family, key, candidates, heuristic, launch: heuristic)
+    assert cupy.array_equal(cupyconv.conv_transpose1d(x, w), y) and answered == [False]
 
 
 # conv_direct, forced onto every case (small calls included): a row tail of
