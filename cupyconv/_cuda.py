@@ -761,6 +761,54 @@ def _depthwise(x4, weight, bias, out4, geometry: Geometry) -> None:
     _launch(plan, (x4, weight, bias, out4, _phase_table(first_taps)))
 
 
+# grouped_forward: large 1D forward passes with few channels a group (P3), on
+# CUDA cores.  Tests set USE_GROUPED_FORWARD to "anywhere" to lift the size
+# rule, or False to keep the GEMMs.
+USE_GROUPED_FORWARD = True
+GROUPED_FORWARD_MIN_OUTPUT = 1 << 16  # output elements
+
+
+GROUPED_FORWARD_MAX_TC_ROWS = 32  # MG * S past which the tensor-core GEMMs win (one product a pair)
+
+
+def _grouped_forward_routed(geometry: Geometry, dtype: str, precision: str) -> bool:
+    """Where grouped_forward runs: every problem it takes, with at least
+    GROUPED_FORWARD_MIN_OUTPUT outputs; in the modes of one tensor-core
+    product (tf32, float16, bfloat16) only up to GROUPED_FORWARD_MAX_TC_ROWS
+    outputs a step (MG * S): with 16 output channels a group at stride 4 it
+    measured 0.32-0.35 ms against conv_mma's 0.23-0.28 (perf notes v16)."""
+    if not USE_GROUPED_FORWARD:
+        return False
+    if USE_GROUPED_FORWARD != "anywhere":
+        if math.prod(geometry.output_shape4) < GROUPED_FORWARD_MIN_OUTPUT:
+            return False
+        rows = geometry.out_channels_per_group * geometry.stride[1]
+        if _tensor_core_passes(dtype, precision) == 1 and rows > GROUPED_FORWARD_MAX_TC_ROWS:
+            return False
+    return _kernels.grouped_forward_applies(geometry, dtype)
+
+
+@functools.lru_cache(maxsize=1024)
+def _grouped_forward_plan(geometry: Geometry, dtype: str, index: str) -> Tuple[_Launch, tuple]:
+    """grouped_forward over every (image, group, tile of steps), and its tap
+    table."""
+    halo, x_row, tiles, shared = _kernels.grouped_forward_layout(geometry)
+    batch, in_w, out_w = geometry.batch, geometry.in_size[1], geometry.out_size[1]
+    scalars = (
+        _i32(geometry.groups), _i32(geometry.in_channels_per_group), _i32(geometry.kernel[1]), _i32(in_w), _i32(out_w),
+        _i32(geometry.padding[1]), _i32(halo), _i32(x_row), _i32(tiles),
+    )  # fmt: skip
+    name = _kernels.grouped_forward_name(dtype, index, geometry.out_channels_per_group, geometry.stride[1])
+    blocks = batch * geometry.groups * tiles
+    return _Launch("grouped_forward.cu", name, blocks, _kernels.GROUPED_FORWARD_THREADS, scalars, shared), _kernels.grouped_forward_taps(geometry)
+
+
+def _grouped_forward(x4, weight, bias, out4, geometry: Geometry) -> None:
+    index = _kernels.index_type(x4.size, out4.size, weight.size)
+    plan, taps = _grouped_forward_plan(geometry, _geometry.dtype_name(out4.dtype), index)
+    _launch(plan, (x4, weight, bias, out4, _phase_table(taps)))  # an int32 table like the phase tables
+
+
 # A forward pass whose output has fewer elements than this (and than
 # WINDOW_MIN_OUTPUT and PACK_MIN_OUTPUT: no padded or packed weight copy) is
 # one launch whose plan depends only on the call's signature; with autotuning
@@ -890,6 +938,8 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                 _remember_fast(fast_key, bound, y)
         elif geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
             _depthwise(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
+        elif _grouped_forward_routed(geometry, _geometry.dtype_name(x.dtype), precision):
+            _grouped_forward(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
         elif not _direct(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, precision):
             _gemm(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, "forward", precision)
         return y

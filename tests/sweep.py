@@ -124,6 +124,18 @@ GROUPED_BACKWARD_CASES = [
     Case("gb_unbatched", 1, None, 32, 16, (4,), (2049,), stride=2, padding=3, groups=4),
 ]
 
+# grouped_forward (1D, 2-16 input and 4, 8 or 16 output channels a group,
+# stride 1-4): several tiles of steps per row with taps reaching across tile
+# ends, phases with no taps (stride 4, dilation 2), 16 taps, large padding.
+GROUPED_FORWARD_CASES = [
+    Case("gf_p3", 1, 2, 64, 32, (5,), (1200,), stride=2, padding=1, output_padding=1, groups=4),
+    Case("gf_c8_m4_s1_d3", 1, 3, 16, 8, (7,), (1500,), padding=4, dilation=3, groups=2),
+    Case("gf_c2_m16_s3", 1, 2, 4, 32, (4,), (700,), stride=3, padding=2, output_padding=2, groups=2),
+    Case("gf_c16_m16_s4_d2", 1, 1, 16, 16, (6,), (900,), stride=4, padding=5, dilation=2, bias=False),
+    Case("gf_c2_m4_k16", 1, 2, 6, 12, (16,), (600,), stride=2, padding=7, groups=3),
+    Case("gf_unbatched", 1, None, 12, 24, (3,), (2100,), stride=2, groups=3),
+]
+
 
 def relative_error(actual, expected) -> float:
     """||actual - expected|| / ||expected|| in float64 (0 for empty arrays)."""

@@ -35,6 +35,7 @@ from sweep import (
     GRAD_WEIGHT_TAPS_CASES,
     GRAD_WEIGHT_WINDOW_CASES,
     GROUPED_BACKWARD_CASES,
+    GROUPED_FORWARD_CASES,
     WINDOW_CASES,
     Case,
     relative_error,
@@ -285,11 +286,12 @@ TENSOR_CORE_MODES = [m for m in MODES if m[0] != "float64"]
 
 
 def _no_direct(monkeypatch):
-    """Keep conv_direct off, so that the forward pass of a case with few
-    products per output reaches the kernel a test is after."""
+    """Keep conv_direct and grouped_forward off, so that the forward pass of
+    a case with few products per output reaches the kernel a test is after."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "DIRECT_MAX_PRODUCTS", dict.fromkeys(_cuda.DIRECT_MAX_PRODUCTS, -1))
+    monkeypatch.setattr(_cuda, "USE_GROUPED_FORWARD", False)
 
 
 def _spy(monkeypatch, name, record):
@@ -888,6 +890,79 @@ def test_grouped_backward_is_bitwise_deterministic(case, mode, monkeypatch):
     assert ran
 
 
+def _grouped_forward_takes(case) -> bool:
+    lead = () if case.batch is None else (case.batch,)
+    geometry = _geometry.make_geometry(
+        case.dims, lead + (case.in_channels,) + case.size, (case.in_channels, case.out_channels // case.groups) + case.kernel, None,
+        case.stride, case.padding, case.output_padding, case.groups, case.dilation,
+    )  # fmt: skip
+    return _kernels.grouped_forward_applies(geometry, "float32")
+
+
+def _spy_grouped_forward(monkeypatch):
+    """The geometries grouped_forward served, small problems included (the
+    size rule lifted, no remembered small launch)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_GROUPED_FORWARD", "anywhere")
+    monkeypatch.setattr(_cuda, "SMALL_FORWARD_MAX_OUTPUT", 0)
+    ran, original = [], _cuda._grouped_forward
+
+    def spy(*args):
+        ran.append(args[4])
+        return original(*args)
+
+    monkeypatch.setattr(_cuda, "_grouped_forward", spy)
+    return ran
+
+
+@pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
+@pytest.mark.parametrize("case", GROUPED_FORWARD_CASES + [c for c in CASES + LARGE_CASES if _grouped_forward_takes(c)], ids=str)
+def test_grouped_forward_kernel(case, mode, monkeypatch):
+    """grouped_forward's output against float64 (float32 "highest" under
+    1e-5, the others within twice torch's error), every element written
+    (poisoned memory)."""
+    ran = _spy_grouped_forward(monkeypatch)
+    test_forward(case, mode)
+    assert ran, "grouped_forward did not run"
+
+
+@pytest.mark.parametrize("case", [c for c in GROUPED_FORWARD_CASES if c.name in ("gf_p3", "gf_c2_m16_s3")], ids=str)
+def test_grouped_forward_64_bit_index(case, monkeypatch):
+    ran = _spy_grouped_forward(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(case, ("bfloat16", "highest"))
+    assert ran
+
+
+def test_grouped_forward_routing():
+    """P3's shape takes grouped_forward in every mode but float64; wider
+    groups, other output-channel counts, long strides, 2D problems and small
+    outputs keep the other kernels."""
+    from cupyconv import _cuda
+
+    def routed(x_shape, w_shape, dtype="float32", dims=1, precision="highest", **kwargs):
+        geometry = _geometry.make_geometry(
+            dims, x_shape, w_shape, None, kwargs.get("stride", 1), kwargs.get("padding", 0), kwargs.get("output_padding", 0), kwargs.get("groups", 1), 1
+        )  # fmt: skip
+        return _cuda._grouped_forward_routed(geometry, dtype, precision)
+
+    p3 = dict(stride=2, padding=1, output_padding=1, groups=4)
+    assert all(routed((16, 64, 65536), (64, 8, 5), dtype, **p3) for dtype in ("float32", "float16", "bfloat16"))
+    assert routed((16, 64, 65536), (64, 8, 5), precision="tf32", **p3)
+    assert not routed((16, 64, 65536), (64, 8, 5), "float64", **p3)
+    # 16 output channels a group at stride 4: float32 "highest" only
+    assert routed((16, 64, 16384), (64, 16, 8), stride=4, groups=4)
+    assert not any(routed((16, 64, 16384), (64, 16, 8), d, precision=p, stride=4, groups=4) for d, p in (("float32", "tf32"), ("float16", "highest")))
+    assert not routed((1, 64, 128), (64, 8, 5), **p3)  # 8192 outputs
+    assert not routed((4, 128, 4096), (128, 8, 5), stride=2, groups=4)  # 32 channels a group
+    assert not routed((4, 64, 4096), (64, 6, 5), **p3)  # 6 output channels a group
+    assert not routed((4, 64, 4096), (64, 8, 5), stride=5, groups=4)
+    assert not routed((4, 64, 4096), (64, 8, 17), **p3)  # 17 taps
+    assert not routed((4, 64, 4096), (64, 8, 1), stride=2, groups=64)  # depthwise: its stencil
+    assert not routed((4, 64, 64, 64), (64, 8, 3, 3), dims=2, stride=2, groups=4)
+
+
 def test_grouped_backward_routing():
     """P3's shape takes grouped_backward in every mode but float64; wider
     groups, 2D problems and small inputs keep the GEMMs."""
@@ -1161,6 +1236,7 @@ def _spy_direct(monkeypatch):
     monkeypatch.setattr(_cuda, "DIRECT_MAX_PRODUCTS", dict.fromkeys(_cuda.DIRECT_MAX_PRODUCTS, 10**9))
     monkeypatch.setattr(_cuda, "DIRECT_MIN_OUTPUT", 0)
     monkeypatch.setattr(_cuda, "SMALL_FORWARD_MAX_OUTPUT", 0)
+    monkeypatch.setattr(_cuda, "USE_GROUPED_FORWARD", False)
     ran, original = [], _cuda._direct_plan
 
     def spy(geometry, *args):

@@ -15,7 +15,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, WINDOW_CASES
+from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, WINDOW_CASES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -849,6 +849,73 @@ def test_direct_layout_keeps_warps_in_one_phase_and_the_tile_in_budget():
     assert shared == _kernels.DIRECT_HEADER_BYTES + 4 * (th_max * 3 * 32 * 64 + th_max * 32 * span + 64 * (5 * cp + 1))
     p4 = _geometry.make_geometry(1, (16, 32, 131072), (32, 64, 3), None, 2, 1, 0, 1, 2)
     assert _kernels.direct_layout(p4, _kernels.DirectTile(64, 4), "float32")[:3] == (48, 51, 1)
+
+
+# --- grouped_forward (kernels/grouped_forward.cu) ------------------------------
+
+
+def interpret_grouped_forward(x3, w, bias, geometry):
+    """grouped_forward's blocks in NumPy, from the tap table, tile and layout
+    _cuda passes: each block stages x over [j0 - halo, j0 + TILE), sums every
+    phase's taps for its steps, and writes outputs q - p of q in [S * j0,
+    S * (j0 + TILE)).  Returns the output and how often each element was
+    written; asserts every staged read lies in the staged rows and the sums fit
+    the staging area."""
+    batch, _, in_w = x3.shape
+    channels, out_channels, groups = geometry.in_channels_per_group, geometry.out_channels_per_group, geometry.groups
+    stride, padding, out_w = geometry.stride[1], geometry.padding[1], geometry.out_size[1]
+    _, tile = _kernels.grouped_forward_tile(out_channels, stride)
+    halo, x_row, tiles, _ = _kernels.grouped_forward_layout(geometry)
+    assert x_row >= tile + halo and max(channels * x_row, out_channels * stride * tile) * 4 <= _kernels.grouped_forward_layout(geometry)[3]
+    table = _kernels.grouped_forward_taps(geometry)
+    starts, entries = table[: stride + 1], numpy.asarray(table[stride + 1 :]).reshape(-1, 2)
+    out = numpy.zeros((batch, groups * out_channels, out_w))
+    writes = numpy.zeros(out.shape, dtype=numpy.int64)
+    steps = numpy.arange(tile)
+    for n in range(batch):
+        for g in range(groups):
+            rows = slice(g * channels, (g + 1) * channels)
+            for t in range(tiles):
+                j0 = t * tile
+                at = j0 - halo + numpy.arange(tile + halo)
+                staged = numpy.where((at >= 0) & (at < in_w), x3[n][rows][:, at.clip(0, in_w - 1)], 0.0)  # (C, TILE + halo)
+                sums = numpy.zeros((out_channels, tile * stride))
+                for r in range(stride):
+                    for k, a in entries[starts[r] : starts[r + 1]]:
+                        read = halo - a + steps
+                        assert read.min() >= 0 and read.max() < tile + halo
+                        sums[:, r::stride] += w[rows, :, k].T @ staged[:, read]
+                o = stride * j0 - padding + numpy.arange(tile * stride)
+                keep = (o >= 0) & (o < out_w)
+                channels_out = slice(g * out_channels, (g + 1) * out_channels)
+                out[n][channels_out][:, o[keep]] = sums[:, keep] + (bias[channels_out, None] if bias is not None else 0)
+                writes[n][channels_out][:, o[keep]] += 1
+    return out, writes
+
+
+@pytest.mark.parametrize("case", GROUPED_FORWARD_CASES + [c for c in CASES if c.dims == 1], ids=str)
+def test_grouped_forward_computes_conv_transpose(case):
+    rng = numpy.random.default_rng(32)
+    x, w, b = case.arrays(rng)
+    geometry = _geometry_of(case)
+    if not _kernels.grouped_forward_applies(geometry, "float32"):
+        pytest.skip("grouped_forward does not take this case")
+    out, writes = interpret_grouped_forward(x.reshape(geometry.input_shape4[:2] + geometry.input_shape4[3:]), w, b, geometry)
+    bt = None if b is None else torch.from_numpy(b)
+    expected = F.conv_transpose1d(torch.from_numpy(x), torch.from_numpy(w), bt, **case.kwargs).numpy().reshape(out.shape)
+    assert (writes == 1).all(), "every output element is written exactly once"
+    numpy.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_grouped_forward_takes_p3_in_budget():
+    """P3 (16 input, 8 output channels a group, stride 2): 4 steps a thread,
+    512 a block, within GROUPED_FORWARD_MAX_SHARED; 16 x 16 x 16 taps too."""
+    p3 = _geometry.make_geometry(1, (16, 64, 65536), (64, 8, 5), None, 2, 1, 1, 4, 1)
+    assert _kernels.grouped_forward_tile(8, 2) == (4, 512)
+    assert _kernels.grouped_forward_layout(p3) == (2, 516, 129, 4 * (656 + 16 * 516))  # 65538 steps
+    assert _kernels.grouped_forward_applies(p3, "bfloat16")
+    widest = _geometry.make_geometry(1, (1, 16, 4096), (16, 16, 16), None, 1, 0, 0, 1, 1)
+    assert _kernels.grouped_forward_applies(widest, "float32")
 
 
 # --- the Hopper window kernel (kernels/conv_wgmma.cu) --------------------------

@@ -205,3 +205,29 @@ __device__ __forceinline__ void accumulate_slice_blocked(const Acc (&a)[BK][BM],
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = add(acc[i][j], part[i][j]);
 }
+
+// Stages rows x len values with THREADS threads: load(row, j, value) for
+// every pair (raw T, left zero where it loads nothing), then store(row, j,
+// value converted to its accumulator type); each thread issues STAGE_BATCH
+// loads before it converts or stores any, so that their latencies overlap.
+constexpr int STAGE_BATCH = 8;
+template <int THREADS, typename T, typename Load, typename Store>
+__device__ __forceinline__ void stage_rows(int rows, int len, Load load, Store store) {
+    const int total = rows * len;
+    int row = threadIdx.x / len, j = threadIdx.x % len;
+    for (int e = threadIdx.x; e < total; e += STAGE_BATCH * THREADS) {
+        T v[STAGE_BATCH];
+        int at_row[STAGE_BATCH], at_j[STAGE_BATCH];
+#pragma unroll
+        for (int b = 0; b < STAGE_BATCH; ++b) {
+            at_row[b] = row, at_j[b] = j;
+            v[b] = T{};
+            if (e + b * THREADS < total) load(row, j, v[b]);
+            for (j += THREADS; j >= len; j -= len) ++row;
+        }
+#pragma unroll
+        for (int b = 0; b < STAGE_BATCH; ++b) {
+            if (e + b * THREADS < total) store(at_row[b], at_j[b], ValueTraits<T>::to_acc(v[b]));
+        }
+    }
+}

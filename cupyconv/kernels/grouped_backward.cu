@@ -40,32 +40,6 @@ constexpr int GROUPED_MAX_TAPS = 8;
 constexpr int GROUPED_X_PAD = 4;  // floats past C in a staged x row
 constexpr int GROUPED_MAX_SPLIT_SUM = 256;  // products a lane sums in float (the host sizes splits)
 
-// Stages rows x len values: load(row, j, value) for every pair (raw T, left
-// zero where it loads nothing), then store(row, j, value as float); each
-// thread issues GROUPED_BATCH loads before it converts or stores any, so that
-// their latencies overlap.
-constexpr int GROUPED_BATCH = 8;
-template <typename T, typename Load, typename Store>
-__device__ __forceinline__ void stage_rows(int rows, int len, Load load, Store store) {
-    const int total = rows * len;
-    int row = threadIdx.x / len, j = threadIdx.x % len;
-    for (int e = threadIdx.x; e < total; e += GROUPED_BATCH * GROUPED_THREADS) {
-        T v[GROUPED_BATCH];
-        int at_row[GROUPED_BATCH], at_j[GROUPED_BATCH];
-#pragma unroll
-        for (int b = 0; b < GROUPED_BATCH; ++b) {
-            at_row[b] = row, at_j[b] = j;
-            v[b] = T{};
-            if (e + b * GROUPED_THREADS < total) load(row, j, v[b]);
-            for (j += GROUPED_THREADS; j >= len; j -= len) ++row;
-        }
-#pragma unroll
-        for (int b = 0; b < GROUPED_BATCH; ++b) {
-            if (e + b * GROUPED_THREADS < total) store(at_row[b], at_j[b], ValueTraits<T>::to_acc(v[b]));
-        }
-    }
-}
-
 template <typename T, typename Index, int CG, int TAPS>
 __global__ void __launch_bounds__(GROUPED_THREADS, 2) grouped_backward(
     const T* __restrict__ grad_output,  // (batch, groups * out_channels, out_w)
@@ -131,7 +105,7 @@ __global__ void __launch_bounds__(GROUPED_THREADS, 2) grouped_backward(
         // gy's M rows over the item's span of positions, read along the rows;
         // position o_first + j goes to phase j % s at j / s.
         const T* const gy_rows = grad_output + (static_cast<Index>(n) * groups + group) * M * static_cast<Index>(out_w);
-        stage_rows<T>(M, span, [&](int m, int j, T& v) {
+        stage_rows<GROUPED_THREADS, T>(M, span, [&](int m, int j, T& v) {
             const int o = o_first + j;
             if (static_cast<unsigned>(o) < static_cast<unsigned>(out_w)) v = gy_rows[static_cast<Index>(m) * out_w + o];
         }, [&](int m, int j, float v) {
@@ -140,7 +114,7 @@ __global__ void __launch_bounds__(GROUPED_THREADS, 2) grouped_backward(
         });
         const Index x_rows = (static_cast<Index>(n) * groups + group) * CG;
         if (want_weight) {
-            stage_rows<T>(CG, tile, [&](int c, int i, T& v) {
+            stage_rows<GROUPED_THREADS, T>(CG, tile, [&](int c, int i, T& v) {
                 if (i0 + i < in_w) v = x[(x_rows + c) * in_w + i0 + i];
             }, [&](int c, int i, float v) { xs[i * XROW + c] = v; });
         }
