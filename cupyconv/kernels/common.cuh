@@ -152,6 +152,20 @@ __device__ __forceinline__ compensated mac(double a, double b, compensated sum) 
     two_sum(sum.hi, p, s, s_err);
     return compensated{s, sum.lo + (p_err + s_err)};
 }
+// Sums of terms (grad_bias): plain in double, compensated (error-free
+// additions, the errors carried in lo) in compensated.
+__device__ __forceinline__ double add_term(double sum, double v) { return sum + v; }
+__device__ __forceinline__ compensated add_term(compensated sum, double v) {
+    double s, e;
+    two_sum(sum.hi, v, s, e);
+    return compensated{s, sum.lo + e};
+}
+__device__ __forceinline__ double add_sums(double a, double b) { return a + b; }
+__device__ __forceinline__ compensated add_sums(compensated a, compensated b) {
+    double s, e;
+    two_sum(a.hi, b.hi, s, e);
+    return compensated{s, (a.lo + b.lo) + e};
+}
 __device__ __forceinline__ float add(float a, float b) { return a + b; }
 __device__ __forceinline__ double add(double a, double b) { return a + b; }
 __device__ __forceinline__ double to_double(float v) { return v; }

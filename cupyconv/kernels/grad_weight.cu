@@ -222,20 +222,21 @@ __global__ void __launch_bounds__(THREADS) grad_bias_partial(
     int batch, int channels, long long plane,
     long long per_split,  // (n, position) pairs per split
     int splits) {
-    __shared__ double partial[THREADS];
+    typedef typename ReductionTraits<T>::sum Sum;  // compensated for double, as grad_weight's sums
+    __shared__ Sum partial[THREADS];
     const int channel = blockIdx.x % channels;
     const int split = blockIdx.x / channels;
     const long long total = static_cast<long long>(batch) * plane;
     const long long begin = static_cast<long long>(split) * per_split;
     const long long end = min(total, begin + per_split);
 
-    double sum = 0.0;
+    Sum sum = Sum{};
     long long f = begin + threadIdx.x;
     if (f < end) {
         long long n = f / plane;
         long long pos = f - n * plane;
         for (; f < end; f += THREADS) {
-            sum += ValueTraits<T>::to_acc(grad_output[(n * channels + channel) * plane + pos]);
+            sum = add_term(sum, static_cast<double>(ValueTraits<T>::to_acc(grad_output[(n * channels + channel) * plane + pos])));
             pos += THREADS;
             while (pos >= plane) {
                 pos -= plane;
@@ -247,10 +248,10 @@ __global__ void __launch_bounds__(THREADS) grad_bias_partial(
     __syncthreads();
 #pragma unroll
     for (int half = THREADS / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+        if (threadIdx.x < half) partial[threadIdx.x] = add_sums(partial[threadIdx.x], partial[threadIdx.x + half]);
         __syncthreads();
     }
-    if (threadIdx.x == 0) workspace[static_cast<long long>(split) * channels + channel] = partial[0];
+    if (threadIdx.x == 0) workspace[static_cast<long long>(split) * channels + channel] = to_double(partial[0]);
 }
 
 // out[i] = sum over s < splits of workspace[s * count + i], in order of s,
