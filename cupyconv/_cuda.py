@@ -978,6 +978,15 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
                 gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
             )
             want_input = want_weight = False
+        phase = _phase_backward_routed(geometry, _geometry.dtype_name(gy4.dtype)) if want_input or want_weight else None
+        if phase is not None:  # a stride-1 problem on one phase of grad_output
+            sub = phase[0]
+            sub_gy4 = _phase_grad_output(gy4, geometry, *phase)
+            if want_input:
+                grad_input = _grad_input(sub_gy4, cupy.ascontiguousarray(weight), sub, precision, out[0])
+            if want_weight:
+                grad_weight = _grad_weight(sub_gy4, _contiguous4(x, geometry.input_shape4), sub, precision, out[1])
+            want_input = want_weight = False
         if want_input:
             grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
         if want_weight:
@@ -985,6 +994,77 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
         if want_bias:
             grad_bias = _grad_bias(gy4, geometry, out[2])
         return grad_input, grad_weight, grad_bias
+
+
+# The backward pass of a 1D problem whose dilation is a multiple of its stride
+# (P4: stride 2, dilation 2): every tap lands on one phase of the output, so
+# grad_input and grad_weight read only outputs o = s * t' + offset.  Gathered
+# into a contiguous array (one strided copy), those are the grad_output of a
+# stride-1 problem with dilation d / s and padding ceil(p / s), which the
+# stride-1 kernels run (wgmma and window kernels, whole 16-byte rows).  Tests
+# set USE_PHASE_BACKWARD to "anywhere" to lift the size rule.
+USE_PHASE_BACKWARD = True
+PHASE_BACKWARD_MIN_OUTPUT = 1 << 16  # grad_output elements
+
+
+@functools.lru_cache(maxsize=1024)
+def _phase_backward_geometry(geometry: Geometry):
+    """(stride-1 geometry, lo, hi, first) for the phase rewrite above: the
+    stride-1 problem's grad_output position t' is output first + s * t' of
+    the original, which exists for t' in [lo, hi) (zero elsewhere).  None
+    where the rewrite does not apply: not 1D, stride 1, or a dilation that is
+    not a multiple of the stride.  The stride-1 problem takes padding
+    ceil(p / s), so that its grad_output starts at the phase's first output and
+    usually has the original's row length over s; where that would need an
+    output padding PyTorch's rules reject, padding 0 and zeros at the ends."""
+    if not _kernels._is_1d(geometry):
+        return None
+    in_w, kernel, stride, padding, dilation, out_w = _kernels._axes(geometry)[1]
+    if stride == 1 or dilation % stride:
+        return None
+    ratio = dilation // stride
+    input_shape = geometry.user_shape(geometry.input_shape4)
+    weight_shape = geometry.user_shape(geometry.weight_shape4, is_weight=True)
+    for pad in (-(-padding // stride), 0):
+        first = stride * pad - padding
+        natural = (in_w - 1) - 2 * pad + ratio * (kernel - 1) + 1  # the stride-1 output length with no output padding
+        count = -(-(out_w - first) // stride)  # phase outputs from `first` on, before out_w
+        try:
+            sub = _geometry.make_geometry(1, input_shape, weight_shape, None, 1, pad, max(0, count - natural), geometry.groups, ratio)
+        except ValueError:
+            continue
+        lo = -(-max(0, -first) // stride)
+        return sub, lo, min(count, sub.out_size[1]), first
+    return None
+
+
+def _phase_backward_routed(geometry: Geometry, dtype: str):
+    """_phase_backward_geometry where the rewrite is used: float16 and
+    bfloat16 (_kernels.PHASE_BACKWARD_DTYPES), large problems."""
+    if not USE_PHASE_BACKWARD or dtype not in _kernels.PHASE_BACKWARD_DTYPES:
+        return None
+    if USE_PHASE_BACKWARD != "anywhere" and math.prod(geometry.output_shape4) < PHASE_BACKWARD_MIN_OUTPUT:
+        return None
+    return _phase_backward_geometry(geometry)
+
+
+def _phase_grad_output(gy4, geometry: Geometry, sub: Geometry, lo: int, hi: int, first: int):
+    """The phase's outputs of grad_output as the stride-1 problem's
+    grad_output: contiguous, zero outside [lo, hi).  CuPy arrays run
+    phase_gather; NumPy arrays (tests of the rewrite on the CPU) slice."""
+    stride, out_w = geometry.stride[1], sub.out_size[1]
+    if isinstance(gy4, numpy.ndarray):
+        gathered = numpy.zeros(sub.output_shape4, dtype=gy4.dtype)
+        gathered[..., lo:hi] = gy4[..., first + stride * lo :: stride][..., : hi - lo]
+        return gathered
+    gathered = cupy.empty(sub.output_shape4, dtype=gy4.dtype)
+    rows = math.prod(sub.output_shape4[:3])
+    chunks = -(-out_w // (_kernels.GATHER_THREADS * _kernels.GATHER_ELEMS))
+    index = _kernels.index_type(gy4.size, gathered.size)
+    scalars = (_i32(gy4.shape[3]), _i32(out_w), _i32(stride), _i32(first), _i32(lo), _i32(hi), _i32(chunks))
+    plan = _Launch("phase_gather.cu", _kernels.phase_gather_name(_geometry.dtype_name(gy4.dtype), index), rows * chunks, _kernels.GATHER_THREADS, scalars)
+    _launch(plan, (gy4, gathered))
+    return gathered
 
 
 def _depthwise_backward_applies(geometry: Geometry) -> bool:

@@ -675,6 +675,18 @@ def grouped_forward_applies(geometry: Geometry, dtype: str) -> bool:
     return grouped_forward_layout(geometry)[3] <= GROUPED_FORWARD_MAX_SHARED
 
 
+# phase_gather (phase_gather.cu): one phase of grad_output's rows gathered
+# for the backward pass's phase rewrite (16-bit types only: in float32 the
+# copy costs more than the stride-1 kernels save).
+PHASE_BACKWARD_DTYPES = ("float16", "bfloat16")
+GATHER_THREADS = 256
+GATHER_ELEMS = 8
+
+
+def phase_gather_name(dtype: str, index: str) -> str:
+    return f"phase_gather<{CUDA_TYPE[dtype]}, {index}>"
+
+
 def depthwise_backward_taps(geometry: Geometry) -> int:
     """The smallest depthwise_backward bound covering the geometry's taps, or 0
     if none does (or it is not depthwise)."""
@@ -909,6 +921,8 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     for m in GROUPED_FORWARD_OUT_CHANNELS
                     for s in GROUPED_FORWARD_STRIDES
                 ]
+            if dtype in PHASE_BACKWARD_DTYPES:
+                names.append(("phase_gather.cu", phase_gather_name(dtype, index)))
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]
     return names
 

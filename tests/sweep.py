@@ -136,6 +136,18 @@ GROUPED_FORWARD_CASES = [
     Case("gf_unbatched", 1, None, 12, 24, (3,), (2100,), stride=2, groups=3),
 ]
 
+# The backward pass's phase rewrite (a dilation that is a multiple of the
+# stride: one phase of grad_output, a stride-1 problem): the tight padding
+# ceil(p / s), padding 0 with zeros at both ends (where the tight one would
+# need an output padding PyTorch rejects), dilation 3 after the rewrite with
+# an output padding, groups, no batch.
+PHASE_BACKWARD_CASES = [
+    Case("pb_p4", 1, 2, 32, 16, (3,), (700,), stride=2, padding=1, dilation=2),
+    Case("pb_pad0", 1, 2, 8, 4, (5,), (40,), stride=2, padding=3, output_padding=1, dilation=2),
+    Case("pb_s3_d3_g3", 1, 3, 12, 12, (4,), (500,), stride=3, padding=4, dilation=3, groups=3),
+    Case("pb_d6_unbatched", 1, None, 8, 8, (4,), (411,), stride=2, padding=7, output_padding=1, dilation=6, groups=4, bias=False),
+]
+
 
 def relative_error(actual, expected) -> float:
     """||actual - expected|| / ||expected|| in float64 (0 for empty arrays)."""

@@ -36,6 +36,7 @@ from sweep import (
     GRAD_WEIGHT_WINDOW_CASES,
     GROUPED_BACKWARD_CASES,
     GROUPED_FORWARD_CASES,
+    PHASE_BACKWARD_CASES,
     WINDOW_CASES,
     Case,
     relative_error,
@@ -961,6 +962,88 @@ def test_grouped_forward_routing():
     assert not routed((4, 64, 4096), (64, 8, 17), **p3)  # 17 taps
     assert not routed((4, 64, 4096), (64, 8, 1), stride=2, groups=64)  # depthwise: its stencil
     assert not routed((4, 64, 64, 64), (64, 8, 3, 3), dims=2, stride=2, groups=4)
+
+
+def _spy_phase_backward(monkeypatch):
+    """The geometries whose backward pass ran as a stride-1 problem on one
+    phase of grad_output (small problems included)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_PHASE_BACKWARD", "anywhere")
+    ran, original = [], _cuda._phase_grad_output
+
+    def spy(gy4, geometry, *args):
+        ran.append(geometry)
+        return original(gy4, geometry, *args)
+
+    monkeypatch.setattr(_cuda, "_phase_grad_output", spy)
+    return ran
+
+
+PHASE_MODES = [("float16", "highest"), ("bfloat16", "highest")]
+
+
+@pytest.mark.parametrize("mode", PHASE_MODES, ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("case", PHASE_BACKWARD_CASES + [c for c in CASES + WINDOW_CASES if c.name in ("1d_big_padding", "1d_win_s2_d4_op3")], ids=str)
+def test_phase_backward(case, mode, monkeypatch):
+    """The backward pass as a stride-1 problem on grad_output's one phase
+    (float16 and bfloat16): gradients against float64 within twice torch's
+    error, poisoned outputs."""
+    ran = _spy_phase_backward(monkeypatch)
+    test_backward(case, mode)
+    assert ran, "the phase rewrite did not run"
+
+
+@pytest.mark.parametrize("index", ["int", "long long"])
+@pytest.mark.parametrize("case", PHASE_BACKWARD_CASES + [c for c in CASES if c.name == "1d_big_padding"], ids=str)
+def test_phase_gather(case, index, monkeypatch):
+    """phase_gather gives bitwise the NumPy gather of the rewrite (zeros at
+    the ends included), in poisoned memory, with both index types."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: index)
+    lead = () if case.batch is None else (case.batch,)
+    geometry = _geometry.make_geometry(
+        1, lead + (case.in_channels,) + case.size, (case.in_channels, case.out_channels // case.groups) + case.kernel, None,
+        case.stride, case.padding, case.output_padding, case.groups, case.dilation,
+    )  # fmt: skip
+    phase = _cuda._phase_backward_geometry(geometry)
+    gy = numpy.random.default_rng(35).standard_normal(geometry.output_shape4).astype(numpy.float16)
+    expected = _cuda._phase_grad_output(gy, geometry, *phase)
+    with poisoned_allocations():
+        gathered = _cuda._phase_grad_output(cupy.asarray(gy), geometry, *phase)
+    assert gathered.shape == expected.shape and cupy.asnumpy(gathered).tobytes() == expected.tobytes()
+
+
+def test_phase_backward_output_mask_and_routing(monkeypatch):
+    """grad_input alone and grad_weight alone give the bits of the full pass;
+    P4's shape takes the rewrite, small problems and stride 2 with dilation 3
+    do not."""
+    from cupyconv import _cuda
+
+    case = PHASE_BACKWARD_CASES[0]
+    ran = _spy_phase_backward(monkeypatch)
+    rng = numpy.random.default_rng(34)
+    x, w, _ = case.arrays(rng, numpy.float16)
+    out_shape = _ops(case).ref_forward(x, w, **case.kwargs).shape
+    gy, xg, wg = (cupy.asarray(a.astype(numpy.float16)) for a in (rng.standard_normal(out_shape), x, w))
+    backward = _ops(case).backward
+    full = backward(gy, xg, wg, **case.kwargs)
+    with poisoned_allocations():
+        alone = [backward(gy, xg, wg, **case.kwargs, output_mask=mask)[i] for i, mask in enumerate(((True, False, False), (False, True, False)))]
+    for a, b in zip(full[:2], alone):
+        assert cupy.asnumpy(a).tobytes() == cupy.asnumpy(b).tobytes()
+    assert len(ran) == 3
+    monkeypatch.undo()
+
+    def routed(x_shape, w_shape, stride, padding, dilation, dtype="float16"):
+        geometry = _geometry.make_geometry(1, x_shape, w_shape, None, stride, padding, 0, 1, dilation)
+        return _cuda._phase_backward_routed(geometry, dtype) is not None
+
+    assert routed((16, 32, 131072), (32, 64, 3), 2, 1, 2) and routed((16, 32, 131072), (32, 64, 3), 2, 1, 2, "bfloat16")
+    assert not routed((16, 32, 131072), (32, 64, 3), 2, 1, 2, "float32")  # the copy costs more than it saves
+    assert not routed((1, 32, 256), (32, 64, 3), 2, 1, 2)  # 64 x 513 outputs
+    assert not routed((16, 32, 131072), (32, 64, 3), 2, 1, 3)
 
 
 def test_grouped_backward_routing():

@@ -15,7 +15,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, WINDOW_CASES
+from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, PHASE_BACKWARD_CASES, WINDOW_CASES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -916,6 +916,47 @@ def test_grouped_forward_takes_p3_in_budget():
     assert _kernels.grouped_forward_applies(p3, "bfloat16")
     widest = _geometry.make_geometry(1, (1, 16, 4096), (16, 16, 16), None, 1, 0, 0, 1, 1)
     assert _kernels.grouped_forward_applies(widest, "float32")
+
+
+# --- the backward pass's phase rewrite (_cuda._phase_backward_geometry) -------
+
+
+@pytest.mark.parametrize("case", PHASE_BACKWARD_CASES + [c for c in CASES + WINDOW_CASES if c.dims == 1], ids=str)
+def test_phase_rewrite_gives_the_gradients(case):
+    """Where the dilation is a multiple of the stride, grad_input and
+    grad_weight are those of the stride-1 problem on the gathered phase of
+    grad_output (the very gather _cuda runs, on NumPy arrays)."""
+    from cupyconv import _cuda
+
+    geometry = _geometry_of(case)
+    phase = _cuda._phase_backward_geometry(geometry)
+    if phase is None:
+        assert case.dims != 1 or case.stride == 1 or case.dilation % case.stride, case
+        pytest.skip("the rewrite does not apply")
+    sub = phase[0]
+    rng = numpy.random.default_rng(33)
+    x, w, _ = case.arrays(rng)
+    gy = rng.standard_normal(geometry.output_shape)
+    xt, wt = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
+    F.conv_transpose1d(xt, wt, **case.kwargs).backward(torch.from_numpy(gy))
+    sub_gy = _cuda._phase_grad_output(gy.reshape(geometry.output_shape4), geometry, *phase).reshape(sub.output_shape)
+    assert sub.stride == (1, 1)
+    xs, ws = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
+    kwargs = dict(padding=sub.padding[1], output_padding=sub.output_padding[1], groups=sub.groups, dilation=sub.dilation[1])
+    F.conv_transpose1d(xs, ws, **kwargs).backward(torch.from_numpy(sub_gy))
+    numpy.testing.assert_allclose(xs.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(ws.grad.numpy(), wt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_phase_rewrite_keeps_p4_rows_whole():
+    """P4 (stride 2, padding 1, dilation 2): padding 1 at stride 1, rows of
+    131072 outputs (whole 16-byte vectors in every dtype), starting at
+    output 1."""
+    from cupyconv import _cuda
+
+    p4 = _geometry.make_geometry(1, (16, 32, 131072), (32, 64, 3), None, 2, 1, 0, 1, 2)
+    sub, lo, hi, first = _cuda._phase_backward_geometry(p4)
+    assert (sub.stride, sub.padding, sub.dilation, sub.out_size, lo, hi, first) == ((1, 1), (0, 1), (1, 1), (1, 131072), 0, 131072, 1)
 
 
 # --- the Hopper window kernel (kernels/conv_wgmma.cu) --------------------------
