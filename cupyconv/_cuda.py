@@ -777,13 +777,20 @@ def _grouped_forward_routed(geometry: Geometry, dtype: str, precision: str) -> b
     product (tf32, float16, bfloat16) only up to GROUPED_FORWARD_MAX_TC_ROWS
     outputs a step (MG * S): with 16 output channels a group at stride 4 it
     measured 0.32-0.35 ms against conv_mma's 0.23-0.28 (perf notes v16)."""
-    if not USE_GROUPED_FORWARD:
+    passes = _tensor_core_passes(dtype, precision)
+    return _grouped_forward_decision(geometry, dtype, passes, USE_GROUPED_FORWARD, GROUPED_FORWARD_MIN_OUTPUT, GROUPED_FORWARD_MAX_TC_ROWS)
+
+
+@functools.lru_cache(maxsize=1024)
+def _grouped_forward_decision(geometry: Geometry, dtype: str, passes: int, use, min_output: int, max_tc_rows: int) -> bool:
+    """_grouped_forward_routed, remembered (the settings are arguments: tests
+    change them)."""
+    if not use:
         return False
-    if USE_GROUPED_FORWARD != "anywhere":
-        if math.prod(geometry.output_shape4) < GROUPED_FORWARD_MIN_OUTPUT:
+    if use != "anywhere":
+        if math.prod(geometry.output_shape4) < min_output:
             return False
-        rows = geometry.out_channels_per_group * geometry.stride[1]
-        if _tensor_core_passes(dtype, precision) == 1 and rows > GROUPED_FORWARD_MAX_TC_ROWS:
+        if passes == 1 and geometry.out_channels_per_group * geometry.stride[1] > max_tc_rows:
             return False
     return _kernels.grouped_forward_applies(geometry, dtype)
 
@@ -923,8 +930,7 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
         y = _output(out, geometry.output_shape, x.dtype)
         if not y.size:
             return y
-        if fast_key is not None and not all(a is None or a.flags.c_contiguous for a in (x, weight, bias)):
-            fast_key = None  # remembered launches take the arrays as they are: no copies
+        given = (x, weight, bias)
         x = cupy.ascontiguousarray(x)
         weight = cupy.ascontiguousarray(weight)
         bias = cupy.ascontiguousarray(bias) if bias is not None else None
@@ -934,7 +940,7 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                 geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS
             )  # fmt: skip
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
-            if out is None:
+            if out is None and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made, as a remembered launch takes none
                 _remember_fast(fast_key, bound, y)
         elif geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
             _depthwise(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
