@@ -125,3 +125,20 @@ def test_grouped_backward_constants_match_the_host():
     assert int(found["GROUPED_X_PAD"]) == _kernels.GROUPED_X_PAD
     assert int(found["GROUPED_MAX_SPLIT_SUM"]) == _kernels.GROUPED_MAX_SPLIT_SUM
     assert all(tile % 64 == 0 for tile in _kernels.GROUPED_TILES)  # the kernel's items: halves of whole warps, eighths per warp
+
+
+def test_grouped_forward_and_gather_constants_match_the_host():
+    """grouped_forward's tile (J, TILE) and phase_gather's block shape as the
+    host sizes grids and shared memory for them."""
+    import re
+
+    text = _kernels.source("grouped_forward.cu")
+    found = dict(re.findall(r"constexpr int (GROUPED_FORWARD_\w+) = (\d+);", text))
+    assert int(found["GROUPED_FORWARD_THREADS"]) == _kernels.GROUPED_FORWARD_THREADS
+    assert int(found["GROUPED_FORWARD_ACC"]) == _kernels.GROUPED_FORWARD_ACC
+    assert int(found["GROUPED_FORWARD_MAX_J"]) == _kernels.GROUPED_FORWARD_MAX_J
+    assert "GROUPED_FORWARD_WARPS = GROUPED_FORWARD_THREADS / 32;" in text
+    assert "TILE = 32 * J * GROUPED_FORWARD_WARPS;" in text
+    text = _kernels.source("phase_gather.cu")
+    found = dict(re.findall(r"constexpr int (GATHER_\w+) = (\d+);", text))
+    assert int(found["GATHER_THREADS"]) == _kernels.GATHER_THREADS and int(found["GATHER_ELEMS"]) == _kernels.GATHER_ELEMS
