@@ -266,14 +266,19 @@ def _pick(family: str, key: tuple, candidates, heuristic, launch):
 WINDOW_MIN_OUTPUT = PACK_MIN_OUTPUT
 
 
-def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: int = 16):
+def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: int = 16, fill: bool = False):
     """What the 1D window kernels (conv_window, conv_wgmma, conv_wgmma_resident)
     need of a pass: (phase records, fold, reduction channels, output
     channels, source shape, output shape), or None where they do not apply
     (not 1D, grad_input with a stride, too few GEMM rows, source rows that are
     not a whole number of `row_unit` bytes: 16 but for conv_wgmma_resident,
-    whose copies may be smaller)."""
-    found = _kernels.window_records(geometry, pass_name)
+    whose copies may be smaller).  With `fill`, conv_wgmma_resident's fill:
+    the one record of _kernels.fill_record, no fold."""
+    if fill:
+        record = _kernels.fill_record(geometry, pass_name)
+        found = None if record is None else (record, 1)
+    else:
+        found = _kernels.window_records(geometry, pass_name)
     if found is None:
         return None
     flat, fold = found
@@ -290,9 +295,10 @@ def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: in
     return flat, fold, red_channels, out_channels, source4, out4
 
 
-def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, tile, max_taps: int, vectors: int, stride: int):
+def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, tile, max_taps: int, vectors: int, stride: int, kernel_w=None):
     """(blocks, scalar arguments) of conv_window or conv_wgmma (their
-    arguments differ only in what `stride` measures)."""
+    arguments differ only in what `stride` measures); `kernel_w`, the packed
+    weight's taps, where not _kernels.window_kernel_w's."""
     flat, fold, red_channels, out_channels, source4, out4 = problem
     counts = flat[0::9]
     num_phases = len(counts)
@@ -303,7 +309,7 @@ def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, til
     scalars = (
         _i32(num_phases), _i32(fold.bit_length() - 1), _i32(batch), _i32(geometry.groups),
         _i32(red_channels), _i32(_kernels.window_channels_padded(red_channels, dtype)), _i32(out_channels),
-        _i32(source4[3]), _i32(out4[3]), _i32(_kernels.window_kernel_w(geometry, pass_name)),
+        _i32(source4[3]), _i32(out4[3]), _i32(kernel_w or _kernels.window_kernel_w(geometry, pass_name)),
         _i32(max_taps), _i32(vectors), _i32(stride), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
     return blocks, scalars
@@ -347,32 +353,35 @@ SHARED_PER_MULTIPROCESSOR = 228 * 1024
 
 
 @functools.lru_cache(maxsize=1024)
-def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, multiprocessors: int):
+def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, multiprocessors: int, fill: bool = False):
     """(conv_wgmma_resident launch, phase records), or None where it cannot
     run this problem with `tile` (see _window_problem; or the weight row tile
     and the window buffers do not fit in shared memory).  Every (phase, row
     tile, group) combination gets the same number of blocks: enough for those
     with taps to fill the multiprocessors once, and no more than it has
     (image, column tile) items.  Source rows need only be a whole number of
-    its copies (_kernels.resident_copy_bytes)."""
+    its copies (_kernels.resident_copy_bytes).  With `fill`, its fill (the
+    forward pass's one tapped phase; its columns cover every output)."""
     copy = _resident_copy(geometry, pass_name, dtype)
-    problem = _window_problem(geometry, pass_name, dtype, copy) if copy is not None else None
+    problem = _window_problem(geometry, pass_name, dtype, copy, fill) if copy is not None else None
     if problem is None:
         return None
     flat, fold, red_channels, out_channels, source4, out4 = problem
     max_taps, vectors, chunk_stride, shared = _kernels.resident_layout(flat, tile, dtype, red_channels)
     if shared > max_shared:
         return None
-    _, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride)
+    kernel_w = geometry.kernel[1] if fill else None
+    _, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride, kernel_w)
     two = (tile, 2) in _kernels.RESIDENT_VARIANTS and 2 * (shared + 1024) <= SHARED_PER_MULTIPROCESSOR
     per_multiprocessor = 2 if two else 1
     row_tiles = -(-(out_channels * fold) // tile.bm) * geometry.groups
     combos = len(flat) // 9 * row_tiles
     working = sum(1 for taps in flat[7::9] if taps) * row_tiles  # a phase no tap reaches only writes the bias
-    items = source4[0] * -(-max(flat[0::9]) // tile.bn)
+    columns = -(-out4[3] // _kernels.FILL_STEP) if fill else max(flat[0::9])
+    items = source4[0] * -(-columns // tile.bn)
     per_combo = max(1, min(items, -(-multiprocessors * per_multiprocessor // max(working, 1))))
     blocks = _blocks_for(combos * per_combo)
-    name = _kernels.resident_name(dtype, index, tile, per_multiprocessor, copy)
+    name = _kernels.resident_name(dtype, index, tile, per_multiprocessor, copy, fill)
     return _Launch("conv_wgmma.cu", name, blocks, tile.threads, scalars, shared), flat
 
 
@@ -382,10 +391,10 @@ def _resident_copy(geometry: Geometry, pass_name: str, dtype: str):
     return _kernels.resident_copy_bytes(source4[3], dtype)
 
 
-def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str):
+def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str, fold: bool = True):
     """The weight as conv_window reads it: (groups, KW, M, C) with C padded
-    with zeros to 16 bytes."""
-    view = _kernels.pack_window_weight(weight, geometry, pass_name)
+    with zeros to 16 bytes (`fold`: see _kernels.pack_window_weight)."""
+    view = _kernels.pack_window_weight(weight, geometry, pass_name, fold)
     padded = _kernels.window_channels_padded(view.shape[3], dtype)
     if padded == view.shape[3]:
         return cupy.ascontiguousarray(view)
@@ -443,42 +452,60 @@ def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, in
 USE_RESIDENT = True
 USE_RESIDENT_ANYWHERE = False
 
+# conv_wgmma_resident's fill (_kernels.fill_record) takes the forward passes
+# of stride 2 whose dilation is even (P4), in the modes conv_wgmma_resident
+# runs, where the output channels fit one row tile: the tapped phase alone,
+# as a stride-1 correlation of 64 GEMM rows, its epilogue writing the bias
+# between the sums.  Where it applies it comes before the routes above (the
+# dilated fold: 128 rows, twice the MMAs).  Measured in perf notes v17.
+# False keeps it off.
+USE_FILL = True
+
 
 @functools.lru_cache(maxsize=1024)
-def _resident_routed(geometry: Geometry, pass_name: str, dtype: str, tile) -> bool:
-    """Whether the routing rule above sends this pass to conv_wgmma_resident
-    with `tile`."""
-    flat, fold, _, out_channels, _, _ = _window_problem(geometry, pass_name, dtype, _resident_copy(geometry, pass_name, dtype))
-    return len(flat) == 9 and fold == 1 and flat[2] == 1 and out_channels <= tile.bm
+def _resident_routed(geometry: Geometry, pass_name: str, dtype: str, tile, fill: bool = False) -> bool:
+    """Whether the routing rules above send this pass to conv_wgmma_resident
+    with `tile` (and its fill, with `fill`)."""
+    flat, fold, _, out_channels, _, _ = _window_problem(geometry, pass_name, dtype, _resident_copy(geometry, pass_name, dtype), fill)
+    return (fill or (len(flat) == 9 and fold == 1 and flat[2] == 1)) and out_channels <= tile.bm
 
 
-def _resident_heuristic(geometry: Geometry, pass_name: str, dtype: str, index: str, rows: int, max_shared: int, multiprocessors: int):
+def _resident_heuristic(geometry: Geometry, pass_name: str, dtype: str, index: str, rows: int, max_shared: int, multiprocessors: int,
+                        fill: bool = False):  # fmt: skip
     """The first tile whose plan fits, in the heuristic's order, or None."""
     order = _kernels.WGMMA_TILES if rows > 64 else _kernels.WGMMA_TILES[::-1]
     for tile in order:
-        if _resident_plan(geometry, pass_name, dtype, index, tile, max_shared, multiprocessors) is not None:
+        if _resident_plan(geometry, pass_name, dtype, index, tile, max_shared, multiprocessors, fill) is not None:
             return tile
     return None
 
 
 def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
-    """Runs the pass with conv_wgmma_resident if it applies; False if not."""
+    """Runs the pass with conv_wgmma_resident if it applies (its fill first,
+    where that does); False if not."""
     multiprocessors = _multiprocessors()
-    heuristic = _resident_heuristic(geometry, pass_name, dtype, index, rows, max_shared, multiprocessors)
-    if heuristic is None or not (USE_RESIDENT_ANYWHERE or _resident_routed(geometry, pass_name, dtype, heuristic)):
-        return False
-    packed = _window_weight(weight, geometry, pass_name, dtype)
+    fill = USE_FILL and _kernels.fill_record(geometry, pass_name) is not None
+    if fill:
+        rows = _gemm_rows(geometry, pass_name)  # no fold
+        heuristic = _resident_heuristic(geometry, pass_name, dtype, index, rows, max_shared, multiprocessors, True)
+        fill = heuristic is not None and (USE_RESIDENT_ANYWHERE or _resident_routed(geometry, pass_name, dtype, heuristic, True))
+    if not fill:
+        heuristic = _resident_heuristic(geometry, pass_name, dtype, index, rows, max_shared, multiprocessors)
+        if heuristic is None or not (USE_RESIDENT_ANYWHERE or _resident_routed(geometry, pass_name, dtype, heuristic)):
+            return False
+    packed = _window_weight(weight, geometry, pass_name, dtype, fold=not fill)
     if dtype == "float32":
         packed = _round_tf32(packed)
 
     def launch(tile):
-        plan, flat = _resident_plan(geometry, pass_name, dtype, index, tile, max_shared, multiprocessors)
+        plan, flat = _resident_plan(geometry, pass_name, dtype, index, tile, max_shared, multiprocessors, fill)
         _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
 
     fitting = () if not _autotune.enabled() else tuple(
-        t for t in _kernels.WGMMA_TILES if _resident_plan(geometry, pass_name, dtype, index, t, max_shared, multiprocessors)
+        t for t in _kernels.WGMMA_TILES if _resident_plan(geometry, pass_name, dtype, index, t, max_shared, multiprocessors, fill)
     )
-    launch(_pick("conv_wgmma_resident", (dtype, pass_name, index, geometry), fitting, heuristic, launch))
+    key = (dtype, pass_name, index, geometry) + (("fill",) if fill else ())
+    launch(_pick("conv_wgmma_resident", key, fitting, heuristic, launch))
     return True
 
 

@@ -256,8 +256,8 @@ def wgmma_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str) -> Tuple[in
     return taps, vectors, chunk_stride, max(WGMMA_STAGES * stage, tile.bm * (tile.bn + 8) * 4)
 
 
-def resident_name(dtype: str, index: str, tile: WgmmaTile, blocks: int, copy: int = 16) -> str:
-    return f"conv_wgmma_resident<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {blocks}, {copy}>"
+def resident_name(dtype: str, index: str, tile: WgmmaTile, blocks: int, copy: int = 16, fill: bool = False) -> str:
+    return f"conv_wgmma_resident<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {blocks}, {copy}{', true' if fill else ''}>"
 
 
 # conv_wgmma_resident's window copies (its COPY): the largest of these that
@@ -277,6 +277,43 @@ def resident_copy_bytes(row_elements: int, dtype: str) -> Optional[int]:
 # registers ptxas spills a few epilogue values of the 128 x 128 tile's 16-bit
 # code too many; one block of it at 200-odd registers measured faster).
 RESIDENT_VARIANTS = ((WGMMA_TILES[0], 1), (WGMMA_TILES[1], 1), (WGMMA_TILES[1], 2))
+
+
+# conv_wgmma_resident's fill (perf notes v17): a forward pass of stride
+# FILL_STEP whose dilation is a multiple of it has every tap on one phase and
+# the others bias only (P4).  The kernel then runs that phase alone, as a
+# stride-1 correlation, and its epilogue writes every output: the sums and,
+# between them, the bias, in whole 16-byte vectors.  A warp stages
+# FILL_ROWS[item size] rows at once over the window buffers, each of
+# FILL_STEP * 128 outputs and 16 elements to spare (at most
+# RESIDENT_PART_BYTES for 8 warps).  Built as conv_wgmma_resident<..., true>.
+FILL_STEP = 2  # conv_wgmma.cu's FILL_STEP
+FILL_ROWS = {2: 8, 4: 4}  # its fill_rows<T>()
+
+
+def fill_stage_bytes(dtype: str) -> int:
+    """The shared memory conv_wgmma_resident's fill epilogue stages in (8
+    warps; conv_wgmma.cu's fill_stage_row)."""
+    item = ITEMSIZE[dtype]
+    return 8 * FILL_ROWS[item] * (FILL_STEP * 128 + 16) * item
+
+
+@functools.lru_cache(maxsize=1024)
+def fill_record(geometry: Geometry, pass_name: str) -> Optional[Tuple[int, ...]]:
+    """The one phase record of conv_wgmma_resident's fill, or None where it
+    does not apply: the forward pass of a 1D problem of stride FILL_STEP and
+    a dilation that is a multiple of it.  Every tap then lands on phase 0 of
+    forward_axis_phases, whose outputs start at out_base in [0, stride): its
+    column q is output out_base + stride * q (tap t reading input in_base + q
+    - t * dilation / stride), and the outputs between are bias only."""
+    if pass_name != "forward" or not _is_1d(geometry):
+        return None
+    in_w, kernel, stride, padding, dilation, out_w = _axes(geometry)[1]
+    if stride != FILL_STEP or dilation % stride:
+        return None
+    records = [record for record in forward_axis_phases(in_w, kernel, stride, padding, dilation, out_w) if record[7]]
+    assert len(records) == 1 and 0 <= records[0][1] < stride, records  # phase 0, every tap
+    return _flatten(records)
 
 
 RESIDENT_RAW_BUFFERS = 3  # conv_wgmma_resident: raw window slices in flight
@@ -364,14 +401,14 @@ def window_channels_padded(channels: int, dtype: str) -> int:
     return -(-channels // vec) * vec
 
 
-def pack_window_weight(weight, geometry: Geometry, pass_name: str):
+def pack_window_weight(weight, geometry: Geometry, pass_name: str, fold: bool = True):
     """`weight` (NumPy or CuPy) ordered (groups, KW, M, C), conv_window's A
     layout before the channels are padded to 16 bytes: a view, or where the
-    forward pass folds a dilated kernel (window_kernel_w taps, more than KW) a
-    new array with the kernel's taps at every dilation-th place and zeros
-    between."""
+    forward pass folds a dilated kernel (window_kernel_w taps, more than KW;
+    not with `fold` False, as conv_wgmma_resident's fill reads it) a new array
+    with the kernel's taps at every dilation-th place and zeros between."""
     view = pack_gemm_weight(weight, geometry, pass_name).transpose(0, 1, 3, 2)
-    taps = window_kernel_w(geometry, pass_name)
+    taps = window_kernel_w(geometry, pass_name) if fold else view.shape[1]
     if taps == view.shape[1]:
         return view
     dilation = geometry.dilation[1]
@@ -877,9 +914,10 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     if passes == 1:
                         names += [("conv_wgmma.cu", wgmma_name(dtype, index, t)) for t in WGMMA_TILES]
                         names += [
-                            ("conv_wgmma.cu", resident_name(dtype, index, t, b, copy))
+                            ("conv_wgmma.cu", resident_name(dtype, index, t, b, copy, fill))
                             for t, b in RESIDENT_VARIANTS
                             for copy in RESIDENT_COPY_BYTES
+                            for fill in (False, True)
                         ]
                 if dtype in GRAD_INPUT_TAPS_DTYPES:
                     names += [

@@ -149,6 +149,19 @@ PHASE_BACKWARD_CASES = [
 ]
 
 
+# conv_wgmma_resident's fill (forward, 1D, stride 2, dilation a multiple of
+# it): rows of 64 and 128 output channels (whole warps' parts, both tiles)
+# and of 40 (the last row tile cut), the sums on odd outputs (out_base 1)
+# and on even ones, odd and even output lengths (every row alignment), an
+# output padding, a longer dilation, groups, no bias.
+FILL_CASES = [
+    Case("1d_fill_s2_d2", 1, 3, 32, 64, (3,), (700,), stride=2, padding=1, dilation=2),
+    Case("1d_fill_d4_p3_op1", 1, 2, 24, 128, (4,), (520,), stride=2, padding=3, output_padding=1, dilation=4),
+    Case("1d_fill_g2_p0", 1, 2, 64, 128, (3,), (640,), stride=2, dilation=2, groups=2, bias=False),
+    Case("1d_fill_rows40_d6", 1, 2, 16, 40, (2,), (600,), stride=2, padding=4, dilation=6),
+]
+
+
 def relative_error(actual, expected) -> float:
     """||actual - expected|| / ||expected|| in float64 (0 for empty arrays)."""
     actual = numpy.asarray(actual, dtype=numpy.float64)

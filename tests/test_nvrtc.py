@@ -69,13 +69,13 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
     32-bit-index instantiations keep the accumulators and the window's loads
     in registers: a spill in the main loop would also make ptxas put fences
     between the asynchronous MMAs.  conv_wgmma (two blocks),
-    conv_wgmma_resident's one-block builds and grad_weight_wgmma spill
-    nothing; the resident two-block builds a few epilogue values
-    (RESIDENT_TWO_BLOCK_SPILL)."""
+    conv_wgmma_resident's one-block builds, its fill builds (every one)
+    and grad_weight_wgmma spill nothing; the other resident two-block
+    builds a few epilogue values (RESIDENT_TWO_BLOCK_SPILL)."""
     import re
 
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]
-    per_index = len(_kernels.WGMMA_TILES) + len(_kernels.RESIDENT_VARIANTS) * len(_kernels.RESIDENT_COPY_BYTES)
+    per_index = len(_kernels.WGMMA_TILES) + 2 * len(_kernels.RESIDENT_VARIANTS) * len(_kernels.RESIDENT_COPY_BYTES)  # and the fill builds
     grad_weight = len(_kernels.GRAD_WEIGHT_WGMMA_TILES) * len(_kernels.RESIDENT_COPY_BYTES) * len(_kernels.GRAD_WEIGHT_WGMMA_DTYPES)
     assert len(names) == 2 * (per_index * len(_kernels.WINDOW_DTYPES) + grad_weight)
     program = nvrtc.createProgram(_kernels.source("conv_wgmma.cu"), "conv_wgmma.cu", [], [])
@@ -109,6 +109,10 @@ def test_wgmma_constants_match_the_host():
     assert int(found["WGMMA_STAGES"]) == _kernels.WGMMA_STAGES
     assert int(found["WGMMA_CHUNKS"]) == _kernels.WGMMA_CHUNKS
     assert "return sizeof(T) == 4 ? 2 : 1;" in text and _kernels.WGMMA_MAX_TASKS == {4: 2, 2: 1}
+    assert int(re.search(r"constexpr int FILL_STEP = (\d+);", text).group(1)) == _kernels.FILL_STEP
+    assert "fill_rows() { return sizeof(T) == 2 ? 8 : 4; }" in text and _kernels.FILL_ROWS == {2: 8, 4: 4}
+    assert "fill_stage_row() { return FILL_STEP * 128 + 16; }" in text and "fill_lead() { return 16 / static_cast<int>(sizeof(T)); }" in text
+    assert all(_kernels.fill_stage_bytes(d) <= _kernels.RESIDENT_PART_BYTES for d in _kernels.WINDOW_DTYPES)
     found = dict(re.findall(r"constexpr int (GW_\w+) = (\d+);", text))
     assert int(found["GW_POSITIONS"]) == _kernels.GRAD_WEIGHT_WGMMA_POSITIONS
     assert int(found["GW_AHEAD"]) == _kernels.GRAD_WEIGHT_WGMMA_AHEAD

@@ -15,7 +15,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, PHASE_BACKWARD_CASES, WINDOW_CASES
+from sweep import CASES, FILL_CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, PHASE_BACKWARD_CASES, WINDOW_CASES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -1057,6 +1057,119 @@ def interpret_wgmma(source4, packed, out_shape4, flat, fold, groups, channels, o
                 keep = m < rows
                 _scatter_window_tile(out, writes, acc[:, :, keep], q, co[keep], r[keep], count, out_base, out_step, groups, out_channels)
     return out, writes
+
+
+def interpret_fill(source4, packed, bias, out_shape4, flat, groups, channels, out_channels, tile, dtype):
+    """conv_wgmma_resident's fill (conv_wgmma.cu, store_fill_part): each
+    (image, group, row tile, column tile) item's sums over its one phase
+    (tap t of column q reads input in_base + q + t * tap_in_step), then each
+    warp's 16 x 128 part as the kernel writes it: FILL_ROWS rows at a time
+    staged (output o at element lead + o of a staged row), then where the
+    tile is whole, row by row, each aligned 16-byte vector of the row taken
+    from the two staged vectors it straddles and written whole (the two at a
+    row's ends element by element), else every output that exists element
+    by element.  The output
+    is taken to start on a 16-byte boundary (CuPy's allocations do).
+    Asserts that whole-vector stores are aligned and that every read of the
+    staged rows is inside them and of a staged element."""
+    count, out_base, out_step, in_base, in_step, tap_first, tap_step, taps, tap_in_step = (int(v) for v in flat)
+    assert out_step == _kernels.FILL_STEP and in_step == 1 and tap_first == 0 and tap_step == 1 and 0 <= out_base < out_step
+    step, itemsize = out_step, _kernels.ITEMSIZE[dtype]
+    vec, rows_at_once = 16 // itemsize, _kernels.FILL_ROWS[itemsize]
+    outs_per_row, lead = step * 128, 16 // itemsize
+    stage_row = outs_per_row + 16
+    assert 8 * rows_at_once * stage_row * itemsize == _kernels.fill_stage_bytes(dtype) <= _kernels.RESIDENT_PART_BYTES
+    batch, _, _, in_w = source4.shape
+    out_w = out_shape4[3]
+    out = numpy.full(out_shape4, numpy.nan).reshape(-1)
+    writes = numpy.zeros(out.size, dtype=numpy.int64)
+
+    def write(index, value):
+        assert not numpy.isnan(value), "an unstaged element"
+        out[index] = value
+        writes[index] += 1
+
+    wg_m = tile.bm // 64
+    warpgroups = [((wg if wg_m == 2 else 0) * 64, (wg if wg_m == 1 else 0) * 128) for wg in range(2)]
+    columns = -(-out_w // step)
+    for n in range(batch):
+        for g in range(groups):
+            for m0 in range(0, out_channels, tile.bm):
+                m = m0 + numpy.arange(tile.bm)
+                weights = numpy.where((m < out_channels)[None, :, None], packed[g][:, m.clip(0, out_channels - 1), :channels], 0.0)
+                for q0 in range(0, columns, tile.bn):
+                    q = q0 + numpy.arange(tile.bn)
+                    acc = numpy.zeros((tile.bm, tile.bn))
+                    for t in range(taps):
+                        position = in_base + q + t * tap_in_step
+                        inside = (position >= 0) & (position < in_w)
+                        acc += weights[t] @ numpy.where(inside, source4[n, g * channels : (g + 1) * channels, 0][:, position.clip(0, in_w - 1)], 0.0)
+                    whole = m0 + tile.bm <= out_channels and step * (q0 + tile.bn) <= out_w
+                    for wm, wn in warpgroups:
+                        for w in range(4):
+                            row0, o_first = m0 + wm + 16 * w, step * (q0 + wn)
+                            rows, outs = out_channels - row0, out_w - o_first
+                            b = [bias[g * out_channels + row0 + r] if bias is not None and r < rows else 0.0 for r in range(16)]
+                            start = [((n * groups + g) * out_channels + row0 + r) * out_w + o_first for r in range(16)]  # a row's first output
+                            values = numpy.repeat(numpy.asarray(b)[:, None], outs_per_row, axis=1)
+                            values[:, out_base::step] += acc[wm + 16 * w : wm + 16 * w + 16, wn : wn + 128]
+                            for first_row in range(0, 16, rows_at_once):
+                                staged = numpy.full((rows_at_once, stage_row), numpy.nan)
+                                staged[:, lead : lead + outs_per_row] = values[first_row : first_row + rows_at_once]
+                                if not whole:
+                                    for r in range(rows_at_once):
+                                        if first_row + r < rows:
+                                            for o in range(min(outs, outs_per_row)):
+                                                write(start[first_row + r] + o, staged[r, lead + o])
+                                    continue
+                                for r in range(rows_at_once):
+                                    a = start[first_row + r] % vec
+                                    for v in range(outs_per_row // vec + (a > 0)):
+                                        first = vec * v - a
+                                        straddled = (v, v + 1) if a else (v + 1,)  # the staged vectors read
+                                        assert lead == vec and vec * (straddled[-1] + 1) <= stage_row
+                                        source = staged[r, lead + first : lead + first + vec]
+                                        whole_vector = first >= 0 and first + vec <= outs_per_row
+                                        assert not whole_vector or (start[first_row + r] + first) % vec == 0
+                                        for e in range(max(0, -first), min(vec, outs_per_row - first)):
+                                            write(start[first_row + r] + first + e, source[e])
+    return out.reshape(out_shape4), writes.reshape(out_shape4)
+
+
+_FILL_MODEL_CASES = FILL_CASES + [c for c in WINDOW_CASES if _kernels.fill_record(_geometry_of(c), "forward") is not None]
+
+
+@pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", _FILL_MODEL_CASES, ids=str)
+def test_fill_computes_conv_transpose(case, dtype, tile):
+    """conv_wgmma_resident's fill writes every output once: the sums of its
+    one phase and the bias between them."""
+    rng = numpy.random.default_rng(16)
+    x, w, b = case.arrays(rng)
+    geometry = _geometry_of(case)
+    flat = _kernels.fill_record(geometry, "forward")
+    packed = _kernels.pack_window_weight(w, geometry, "forward", fold=False)
+    assert packed.shape[1] == case.kernel[0]
+    out, writes = interpret_fill(
+        x.reshape(geometry.input_shape4), packed, b, geometry.output_shape4, flat, geometry.groups,
+        geometry.in_channels_per_group, geometry.out_channels_per_group, tile, dtype,
+    )  # fmt: skip
+    bias = None if b is None else torch.from_numpy(b)
+    expected = F.conv_transpose1d(torch.from_numpy(x), torch.from_numpy(w), bias, **case.kwargs).numpy().reshape(geometry.output_shape4)
+    assert (writes == 1).all(), "every output element is written exactly once"
+    numpy.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_fill_applies_where_documented():
+    """Stride 2 with a dilation that is a multiple of it (P4), forward only;
+    not stride 2 with an odd dilation, not stride 4, not 2D."""
+    make = lambda **k: _geometry.make_geometry(1, (2, 32, 100), (32, 64, 3), None, k.get("s", 2), k.get("p", 1), 0, 1, k.get("d", 2))  # noqa: E731
+    p4 = make()
+    assert _kernels.fill_record(p4, "forward") is not None and _kernels.fill_record(p4, "grad_input") is None
+    assert _kernels.fill_record(make(d=6, p=4), "forward") is not None
+    assert _kernels.fill_record(make(d=3), "forward") is None and _kernels.fill_record(make(s=4, d=4), "forward") is None
+    assert _kernels.fill_record(_geometry.make_geometry(2, (2, 32, 8, 100), (32, 64, 3, 3), None, 2, 1, 0, 1, 2), "forward") is None
 
 
 def _padded_window_weight(w, geometry, pass_name, dtype):

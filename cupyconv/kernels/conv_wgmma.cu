@@ -445,8 +445,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
 // 16-byte vectors (grad_input's grad_output rows of L_out elements, inputs of
 // any even 16-bit length) still arrive by cp.async, each copy inside one row
 // (all in or all out of the padding) and aligned.  The raw buffers' layout is
-// the same for every COPY.  Otherwise the same arguments and requirements as
-// conv_wgmma.
+// the same for every COPY.  FILL: the fill epilogue (store_fill_part).
+// Otherwise the same arguments and requirements as conv_wgmma.
 // Two consecutive outputs (8 bytes of float, 4 of half or bfloat16) in one store.
 template <typename T>
 __device__ __forceinline__ void store_pair(T* dst, float a, float b) {
@@ -463,7 +463,114 @@ __device__ __forceinline__ void store_pair(T* dst, float a, float b) {
     }
 }
 
-template <typename T, typename Index, int BM, int BN, int MIN_BLOCKS, int COPY>
+// The fill epilogue of conv_wgmma_resident (its builds with FILL true, which
+// the host runs for a forward pass of stride FILL_STEP = 2 whose taps all
+// land on one phase, the dilation a multiple of the stride, so that the
+// other phase is bias only; perf notes v17).  A block's columns then cover
+// every output: (out_w + 1) / 2 of them.  Tile column q stands for outputs 2q and 2q +
+// 1: `sum_at` (the phase record's out_base, 0 or 1) of them holds the sum,
+// the other the bias.  One warp's part, 16 rows x 128 columns of
+// accumulators, is 16 rows of 256 consecutive outputs (`rows` of them exist,
+// the first `outs` outputs of each).  The rows are staged FILL_ROWS at a
+// time in T, the bias added, over the window buffers: output o of a row at
+// element fill_lead + o of its staged row (16-bit: one 8-byte store of 4
+// outputs a thread per 8 columns; float: one 16-byte store).  Then, one row
+// at a time (its misalignment the same in every lane), lane l takes the
+// row's aligned 16-byte vectors l, l + 32, ... in global memory: each is
+// the 16 bytes of two consecutive staged vectors that start at the row's
+// misalignment (two conflict-free 16-byte reads and a funnel shift; perf
+// notes v17), written in one store where the part's outputs cover it, element
+// by element at the row's ends.  Where not every row and output of the part
+// exists (`whole` false), the outputs that do go out one by one.
+constexpr int FILL_STEP = 2;
+template <typename T>
+__host__ __device__ constexpr int fill_rows() { return sizeof(T) == 2 ? 8 : 4; }  // rows a warp stages at once
+template <typename T>
+__host__ __device__ constexpr int fill_lead() { return 16 / static_cast<int>(sizeof(T)); }  // elements ahead of a staged row's outputs
+// Elements a staged row: the outputs, the lead, and room after them for the
+// last vector's read; 544 (16-bit) or 1088 (float) bytes, so that the 8- or
+// 16-byte stores of a warp's rows fill whole wavefronts.
+template <typename T>
+__host__ __device__ constexpr int fill_stage_row() { return FILL_STEP * 128 + 16; }
+// The 16 bytes that start `bytes` (0 to 16) bytes into lo, hi.
+__device__ __forceinline__ uint4 bytes_from(const uint4& lo, const uint4& hi, int bytes) {
+    unsigned w0, w1, w2, w3, w4;
+    switch (bytes >> 2) {
+        case 0: w0 = lo.x, w1 = lo.y, w2 = lo.z, w3 = lo.w, w4 = hi.x; break;
+        case 1: w0 = lo.y, w1 = lo.z, w2 = lo.w, w3 = hi.x, w4 = hi.y; break;
+        case 2: w0 = lo.z, w1 = lo.w, w2 = hi.x, w3 = hi.y, w4 = hi.z; break;
+        case 3: w0 = lo.w, w1 = hi.x, w2 = hi.y, w3 = hi.z, w4 = hi.w; break;
+        default: return hi;
+    }
+    const unsigned shift = (bytes & 3) * 8;
+    return make_uint4(__funnelshift_r(w0, w1, shift), __funnelshift_r(w1, w2, shift), __funnelshift_r(w2, w3, shift), __funnelshift_r(w3, w4, shift));
+}
+template <typename T, typename Index>
+__device__ __forceinline__ void store_fill_part(const float (&d)[64], T* __restrict__ staged, T* __restrict__ out_rows, const T* __restrict__ bias,
+                                                int out_w, int rows, int outs, int sum_at, bool whole, int lane) {
+    static_assert(FILL_STEP == 2, "a thread's two columns are four outputs");
+    constexpr int VEC = 16 / sizeof(T);
+    constexpr int OUTS = FILL_STEP * 128;  // outputs of a row of the part
+    constexpr int ROWS = fill_rows<T>();
+    constexpr int LEAD = fill_lead<T>();
+    constexpr int SROW = fill_stage_row<T>();
+    static_assert(LEAD == VEC && SROW >= LEAD + OUTS + VEC && SROW % VEC == 0, "the reads of a row's last vector stay in its staged row");
+    const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int pass = 0; pass < 16 / ROWS; ++pass) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = g + 8 * h;
+            if (r / ROWS != pass) continue;
+            const float b = bias != nullptr && r < rows ? ValueTraits<T>::to_acc(bias[r]) : 0.0f;
+            T* const s = staged + (r % ROWS) * SROW + LEAD + 4 * t4;  // outputs 16 j + 4 t4 .. + 3: columns 8 j + 2 t4, + 1
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                const float x0 = d[4 * j + 2 * h] + b, x1 = d[4 * j + 2 * h + 1] + b;
+                if constexpr (sizeof(T) == 4) {
+                    *reinterpret_cast<float4*>(s + 16 * j) = sum_at ? make_float4(b, x0, b, x1) : make_float4(x0, b, x1, b);
+                } else {
+                    const unsigned fill = ValueTraits<T>::from_acc(b).bits, w0 = ValueTraits<T>::from_acc(x0).bits,
+                                   w1 = ValueTraits<T>::from_acc(x1).bits;  // (16 bits each)
+                    *reinterpret_cast<uint2*>(s + 16 * j) = sum_at ? make_uint2(fill | w0 << 16, fill | w1 << 16) : make_uint2(w0 | fill << 16, w1 | fill << 16);
+                }
+            }
+        }
+        __syncwarp();
+        if (whole) {
+            for (int r = 0; r < ROWS; ++r) {
+                T* const row = out_rows + (pass * ROWS + r) * static_cast<Index>(out_w);
+                const int a = static_cast<int>(reinterpret_cast<unsigned long long>(row) / sizeof(T) % VEC);  // the same in every lane
+                const uint4* const src = reinterpret_cast<const uint4*>(staged + r * SROW);  // staged vectors
+                for (int v = lane; v < OUTS / VEC + (a > 0); v += 32) {
+                    // Outputs VEC v - a .. (staged elements LEAD + VEC v - a ..): staged vectors v and v + 1.
+                    const int first = VEC * v - a;
+                    union {
+                        T value[VEC];
+                        uint4 whole;
+                    } vector;
+                    vector.whole = a == 0 ? src[v + 1] : bytes_from(src[v], src[v + 1], (VEC - a) * static_cast<int>(sizeof(T)));
+                    if (first >= 0 && first + VEC <= OUTS) {
+                        *reinterpret_cast<uint4*>(row + first) = vector.whole;
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e)
+                            if (first + e >= 0 && first + e < OUTS) row[first + e] = vector.value[e];
+                    }
+                }
+            }
+        } else {
+            const int last = min(outs, OUTS);
+            for (int r = 0; r < ROWS && pass * ROWS + r < rows; ++r) {
+                T* const row = out_rows + (pass * ROWS + r) * static_cast<Index>(out_w);
+                for (int o = lane; o < last; o += 32) row[o] = staged[r * SROW + LEAD + o];
+            }
+        }
+        __syncwarp();
+    }
+}
+
+template <typename T, typename Index, int BM, int BN, int MIN_BLOCKS, int COPY, bool FILL = false>
 __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident(
     const T* __restrict__ in, const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ out,
     const int* __restrict__ phases, int num_phases, int fold_shift,
@@ -495,7 +602,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     const int m_tile = (combo / num_phases) % m_tiles;
     const int group = combo / (num_phases * m_tiles);
     const AxisPhase p = load_axis_phase(phases, combo % num_phases);
-    const int my_col_tiles = (p.count + BN - 1) / BN;
+    const int columns = FILL ? (out_w + FILL_STEP - 1) / FILL_STEP : p.count;  // FILL: every output, the bias-only ones too
+    const int my_col_tiles = (columns + BN - 1) / BN;
     const int items = batch * my_col_tiles;
     const int my_items = first_item < items ? (items - first_item + per_combo - 1) / per_combo : 0;
     if (my_items == 0) return;
@@ -621,6 +729,16 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     auto epilogue = [&](int i) {
         int n, q0;
         item_of(i, n, q0);
+        if constexpr (FILL) {
+            __syncthreads();  // every warpgroup's MMAs are done: the window buffers are free
+            const int row0 = m_tile * BM + wm + 16 * w, o_first = FILL_STEP * (q0 + wn);
+            const bool whole = (m_tile + 1) * BM <= rows && FILL_STEP * (q0 + BN) <= out_w;  // the same for every warp
+            T* const out_rows = out + ((static_cast<Index>(n) * groups + group) * out_channels + row0) * out_w + o_first;
+            store_fill_part<T, Index>(acc, reinterpret_cast<T*>(trans_base) + (tid / 32) * fill_rows<T>() * fill_stage_row<T>(), out_rows,
+                                      bias != nullptr ? bias + group * out_channels + row0 : nullptr, out_w, rows - row0, out_w - o_first,
+                                      p.out_base, whole, lane);
+            return;
+        }
         if (direct_rows && q0 + BN <= p.count && p.out_base + q0 >= 0 && p.out_base + q0 + BN <= out_w) {
             T* const out_rows = out + ((static_cast<Index>(n) * groups + group) * out_channels + m_tile * BM + wm + 16 * w) * out_w + p.out_base + q0 + wn;
             if constexpr (WIDE) {
