@@ -31,6 +31,7 @@ from cupyconv import _geometry, _kernels, reference
 from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
 from sweep import (
     CASES,
+    FILL_CASES,
     GRAD_INPUT_TAPS_CASES,
     GRAD_WEIGHT_TAPS_CASES,
     GRAD_WEIGHT_WINDOW_CASES,
@@ -472,7 +473,7 @@ _MANY_ITEMS_CASES = [
 
 @pytest.mark.parametrize("multiprocessors", [1, 3])
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
-@pytest.mark.parametrize("case", WINDOW_CASES + _MANY_ITEMS_CASES, ids=str)
+@pytest.mark.parametrize("case", WINDOW_CASES + _MANY_ITEMS_CASES + FILL_CASES, ids=str)
 def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch):
     """A grid far smaller than the work: each block runs the window pipeline
     across many items (and, with 3, items not in step between blocks)."""
@@ -481,6 +482,62 @@ def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch)
     ran = _spy_resident(monkeypatch, multiprocessors)
     test_forward(case, mode)
     assert "forward" in ran
+
+
+def _spy_fill(monkeypatch):
+    """The keys conv_wgmma_resident's tile choice was asked for: ending in
+    "fill" where its fill ran."""
+    from cupyconv import _cuda
+
+    keys, original = [], _cuda._pick
+
+    def pick(family, key, *args):
+        if family == "conv_wgmma_resident":
+            keys.append(key)
+        return original(family, key, *args)
+
+    monkeypatch.setattr(_cuda, "_pick", pick)
+    return keys
+
+
+@pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
+@pytest.mark.parametrize("case", FILL_CASES + [c for c in WINDOW_CASES if c.name in ("1d_win_s2_d2", "1d_win_s2_d4_op3")], ids=str)
+def test_resident_fill(case, mode, tile, monkeypatch):
+    """conv_wgmma_resident's fill (stride 2, dilation a multiple of it) on
+    each tile, against float64 in poisoned memory: whole tiles of every row
+    alignment, tiles cut by the rows' and the output's ends."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_resident(monkeypatch, 3)
+    picked = _force_tile(monkeypatch, "conv_wgmma_resident", tile)
+    keys = _spy_fill(monkeypatch)  # around the forced choice
+    test_forward(case, mode)
+    assert "forward" in ran and picked == [tile] and keys and keys[-1][-1] == "fill", (ran, picked, keys)
+
+
+@pytest.mark.parametrize("case", [c for c in FILL_CASES if c.name in ("1d_fill_s2_d2", "1d_fill_g2_p0")], ids=str)
+def test_resident_fill_64_bit_index(case, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran, keys = _spy_resident(monkeypatch, 2), _spy_fill(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(case, ("float16", "highest"))
+    assert "forward" in ran and keys[-1][-1] == "fill" and keys[-1][2] == "long long"
+
+
+@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
+def test_resident_without_fill_folds(mode, monkeypatch):
+    """With USE_FILL off, the same problems take conv_wgmma_resident's
+    folded route (the dilated kernel made dense), still right."""
+    from cupyconv import _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    monkeypatch.setattr(_cuda, "USE_FILL", False)
+    ran, keys = _spy_resident(monkeypatch, 3), _spy_fill(monkeypatch)
+    test_forward(FILL_CASES[0], mode)
+    assert "forward" in ran and keys and all(key[-1] != "fill" for key in keys)
 
 
 # Source rows that are not whole 16-byte vectors: conv_wgmma_resident copies
@@ -1418,15 +1475,16 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
 
 # Benchmark-like shapes (batch 1) under the default thresholds, and the wgmma
 # kernel each takes: conv_wgmma_resident for one-phase passes whose rows fit
-# one row tile (P1-like in every mode, P2-like in 16-bit); neither where both
-# measured slower (P4-like, whose dilated kernel folds into 128 GEMM rows,
-# and P2-like in tf32) or for 3xTF32.
+# one row tile (P1-like in every mode, P2-like in 16-bit) and, through its
+# fill, for P4-like ones (stride 2, dilation 2) in tf32 and 16-bit; neither
+# where both measured slower (P2-like in tf32) or for 3xTF32.
 _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), mode, "conv_wgmma_resident")
     for mode in (("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"))
 ] + [
-    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float16", "highest"), None),
-    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), None),
+    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float16", "highest"), "conv_wgmma_resident"),
+    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), "conv_wgmma_resident"),
+    (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "highest"), None),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float16", "highest"), "conv_wgmma_resident"),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), None),
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), None),
