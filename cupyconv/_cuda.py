@@ -446,8 +446,8 @@ def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, in
 # correlation: P1, P2; fold 1, consecutive outputs) whose GEMM rows fit one
 # row tile, so that each window is read by one block.  Not where blocks of
 # several row tiles each read the same windows (P2 in tf32: 128 rows in 64-row
-# tiles), where phases interleave their outputs or fold (X2, X3, and P4,
-# whose dilated kernel folds): slower there.  False keeps it off;
+# tiles), where phases interleave their outputs or fold (X2, X3; P4's
+# dilated fold, which its fill below replaces): slower there.  False keeps it off;
 # USE_RESIDENT_ANYWHERE lifts the rule (tests, comparisons).
 USE_RESIDENT = True
 USE_RESIDENT_ANYWHERE = False
