@@ -474,13 +474,13 @@ __device__ __forceinline__ void store_pair(T* dst, float a, float b) {
 // the first `outs` outputs of each).  The rows are staged FILL_ROWS at a
 // time in T, the bias added, over the window buffers: output o of a row at
 // element fill_lead + o of its staged row (16-bit: one 8-byte store of 4
-// outputs a thread per 8 columns; float: one 16-byte store).  Then, one row
-// at a time (its misalignment the same in every lane), lane l takes the
-// row's aligned 16-byte vectors l, l + 32, ... in global memory: each is
-// the 16 bytes of two consecutive staged vectors that start at the row's
-// misalignment (two conflict-free 16-byte reads and a funnel shift; perf
-// notes v17), written in one store where the part's outputs cover it, element
-// by element at the row's ends.  Where not every row and output of the part
+// outputs a thread per 8 columns; float: one 16-byte store).  Then lane l
+// takes the aligned 16-byte vectors l, l + 32, ... in global memory of every
+// staged row (and lane r the one past row r's last): each is the 16 bytes of
+// two consecutive staged vectors that start at the row's misalignment (two
+// conflict-free 16-byte reads and a funnel shift; perf notes v17), written
+// in one store where the part's outputs cover it, element by element at
+// the row's ends.  Where not every row and output of the part
 // exists (`whole` false), the outputs that do go out one by one.
 constexpr int FILL_STEP = 2;
 template <typename T>
@@ -538,27 +538,38 @@ __device__ __forceinline__ void store_fill_part(const float (&d)[64], T* __restr
         }
         __syncwarp();
         if (whole) {
-            for (int r = 0; r < ROWS; ++r) {
+            // Vector v of staged row r (uniform misalignment a across the
+            // lanes, but for the last vectors below).
+            auto out_vector = [&](int r, int v) {
                 T* const row = out_rows + (pass * ROWS + r) * static_cast<Index>(out_w);
-                const int a = static_cast<int>(reinterpret_cast<unsigned long long>(row) / sizeof(T) % VEC);  // the same in every lane
+                const int a = static_cast<int>(reinterpret_cast<unsigned long long>(row) / sizeof(T) % VEC);
+                if (v == OUTS / VEC && a == 0) return;  // an aligned row has no vector past its last
                 const uint4* const src = reinterpret_cast<const uint4*>(staged + r * SROW);  // staged vectors
-                for (int v = lane; v < OUTS / VEC + (a > 0); v += 32) {
-                    // Outputs VEC v - a .. (staged elements LEAD + VEC v - a ..): staged vectors v and v + 1.
-                    const int first = VEC * v - a;
-                    union {
-                        T value[VEC];
-                        uint4 whole;
-                    } vector;
-                    vector.whole = a == 0 ? src[v + 1] : bytes_from(src[v], src[v + 1], (VEC - a) * static_cast<int>(sizeof(T)));
-                    if (first >= 0 && first + VEC <= OUTS) {
-                        *reinterpret_cast<uint4*>(row + first) = vector.whole;
-                    } else {
+                // Outputs VEC v - a .. (staged elements LEAD + VEC v - a ..): staged vectors v and v + 1.
+                const int first = VEC * v - a;
+                union {
+                    T value[VEC];
+                    uint4 whole;
+                } vector;
+                vector.whole = a == 0 ? src[v + 1] : bytes_from(src[v], src[v + 1], (VEC - a) * static_cast<int>(sizeof(T)));
+                if (first >= 0 && first + VEC <= OUTS) {
+                    *reinterpret_cast<uint4*>(row + first) = vector.whole;
+                } else {
 #pragma unroll
-                        for (int e = 0; e < VEC; ++e)
-                            if (first + e >= 0 && first + e < OUTS) row[first + e] = vector.value[e];
-                    }
+                    for (int e = 0; e < VEC; ++e)
+                        if (first + e >= 0 && first + e < OUTS) row[first + e] = vector.value[e];
                 }
-            }
+            };
+            // Lane l: vectors l, l + 32, .. of every row, 8 (16-bit) or 4
+            // (float: 2 rows) unrolled so that their reads are in flight
+            // together (4 rows of float spilled 68 bytes in the two-block
+            // build), then lane r the vector past row r's last whole one.
+            constexpr int ROWS_AT_ONCE = sizeof(T) == 2 ? 8 : 2;
+#pragma unroll ROWS_AT_ONCE
+            for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int k = 0; k < OUTS / VEC / 32; ++k) out_vector(r, lane + 32 * k);
+            if (lane < ROWS) out_vector(lane, OUTS / VEC);
         } else {
             const int last = min(outs, OUTS);
             for (int r = 0; r < ROWS && pass * ROWS + r < rows; ++r) {
