@@ -316,18 +316,26 @@ def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, til
 
 
 @functools.lru_cache(maxsize=1024)
-def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, passes: int = 1):
+def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, passes: int = 1, fill: bool = False):
     """(conv_window launch, phase records), or None where conv_window cannot
     run this problem with `tile` (see _window_problem; or a window too long
-    for the 16-bit kernel's registers, or too little shared memory)."""
-    problem = _window_problem(geometry, pass_name, dtype)
+    for the 16-bit kernel's registers, or too little shared memory).  With
+    `fill`, its fill build (the forward pass's one tapped phase, columns
+    covering every output)."""
+    problem = _window_problem(geometry, pass_name, dtype, fill=fill)
     if problem is None:
         return None
     max_taps, vectors, stride, shared = _kernels.window_layout(problem[0], tile, dtype)
     if vectors > (_kernels.WINDOW_MAX_VECTORS if _kernels.ITEMSIZE[dtype] == 2 else _kernels.WINDOW_MAX_VECTORS_WIDE) or shared > max_shared:
         return None
-    blocks, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, stride)
-    return _Launch("conv_window.cu", _kernels.window_name(dtype, index, tile, passes), blocks, tile.threads, scalars, shared), problem[0]
+    blocks, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, stride, geometry.kernel[1] if fill else None)
+    if fill:  # every output's columns
+        columns = -(-problem[5][3] // _kernels.FILL_STEP)
+        col_tiles = -(-columns // tile.bn)
+        blocks = _blocks_for(-(-problem[3] // tile.bm) * col_tiles * problem[4][0] * geometry.groups)  # one phase, fold 1
+        scalars = scalars[:-1] + (_i32(col_tiles),)
+    name = _kernels.window_name(dtype, index, tile, passes, fill)
+    return _Launch("conv_window.cu", name, blocks, tile.threads, scalars, shared), problem[0]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -509,6 +517,41 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
     return True
 
 
+# conv_window's fill takes the float32 "highest" forward passes that
+# conv_wgmma_resident's fill takes in the other modes (stride 2, a dilation
+# that is a multiple of it: P4), as 3xTF32 on tensor cores: one phase of 64
+# GEMM rows, where conv_direct (FFMA) or the dilated fold (128 rows) would
+# run.  Ahead of conv_direct on sums under TF32X3_MIN_PRODUCTS too (P4: 96
+# products an output); measured in perf notes v17.  False keeps it off.
+USE_WINDOW_FILL = True
+
+
+def _window_fill(x4, weight, bias, out4, geometry: Geometry, precision: str) -> bool:
+    """Runs the forward pass with conv_window's fill if the rule above sends
+    it there; False if not."""
+    dtype = _geometry.dtype_name(out4.dtype)
+    if not (USE_FILL and USE_WINDOW_FILL) or dtype != "float32" or _tensor_core_passes(dtype, precision) != _kernels.WINDOW_FILL_PASSES:
+        return False
+    if out4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or _kernels.fill_record(geometry, "forward") is None:
+        return False
+    index = _kernels.index_type(x4.size, out4.size, weight.size)
+    max_shared, passes = _max_shared(), _kernels.WINDOW_FILL_PASSES
+    heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, _gemm_rows(geometry, "forward"))
+    if _window_plan(geometry, "forward", dtype, index, heuristic, max_shared, passes, True) is None:
+        return False
+    packed = _window_weight(weight, geometry, "forward", dtype, fold=False)
+
+    def launch(tile):
+        plan, flat = _window_plan(geometry, "forward", dtype, index, tile, max_shared, passes, True)
+        _launch(plan, (x4, packed, bias, out4, _phase_table(flat)))
+
+    fitting = () if not _autotune.enabled() else tuple(
+        t for t in _kernels.WINDOW_TUNE_TILES if _window_plan(geometry, "forward", dtype, index, t, max_shared, passes, True)
+    )
+    launch(_pick("conv_window", (dtype, passes, "forward", index, geometry, "fill"), fitting, heuristic, launch))
+    return True
+
+
 def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
     """Runs the pass with conv_wgmma if it applies; False if it does not."""
     if rows > WGMMA_MAX_ROWS:
@@ -681,7 +724,8 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
 # (48: 1.66 ms against 0.84-1.61); against float32's CUDA-core GEMM ("highest"
 # below TF32X3_MIN_PRODUCTS) it also wins on P4 (1.59-1.66 ms against
 # 1.76-1.85), where its tiles' rows are full (DIRECT_FULL_ROWS output channels
-# per group; P3's 8 leave half of a 16-row tile idle).  float64 and GPUs
+# per group; P3's 8 leave half of a 16-row tile idle; P4 itself now takes
+# conv_window's fill, _window_fill, ahead of conv_direct).  float64 and GPUs
 # before sm_80 keep 16, the limit measured there (P5 float64: 1.22-1.45 ms
 # against 2.87).  Measured on H100, perf notes v10 and v11.
 DIRECT_MAX_PRODUCTS = {"tensor_cores": 16, "cuda_cores": 16, "cuda_cores_full_rows": 64}
@@ -948,9 +992,10 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
     input channel per group) run a stencil kernel that accumulates in float32
     (float64 for float64) in every mode.  Large 1D problems on tensor cores
     run conv_window (see WINDOW_MIN_OUTPUT), float32 "highest" included (as
-    3xTF32, FLOAT32_HIGHEST); large problems whose outputs sum few products
-    run conv_direct (DIRECT_MAX_PRODUCTS); others conv_gemm/conv_mma, float32
-    "highest" on CUDA cores.
+    3xTF32, FLOAT32_HIGHEST; where the stride is 2 and the dilation a multiple
+    of it, its fill, USE_WINDOW_FILL); large problems whose outputs sum few
+    products run conv_direct (DIRECT_MAX_PRODUCTS); others conv_gemm/conv_mma,
+    float32 "highest" on CUDA cores.
     """
     with x.device:
         # the kernels see pointers only: the output is made in the user's shape
@@ -973,7 +1018,10 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
             _depthwise(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
         elif _grouped_forward_routed(geometry, _geometry.dtype_name(x.dtype), precision):
             _grouped_forward(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
-        elif not _direct(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, precision):
+        elif not (
+            _window_fill(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, precision)
+            or _direct(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, precision)
+        ):
             _gemm(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, "forward", precision)
         return y
 

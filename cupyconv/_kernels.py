@@ -118,9 +118,14 @@ WINDOW_MAX_VECTORS_WIDE = 64  # and for float
 WINDOW_MIN_ROWS = 32  # fewer GEMM rows stay on conv_mma (the window's tiles would be mostly padding)
 
 
-def window_name(dtype: str, index: str, tile: WindowTile, passes: int = 1) -> str:
+def window_name(dtype: str, index: str, tile: WindowTile, passes: int = 1, fill: bool = False) -> str:
     t = tile
-    return f"conv_window<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}, {passes}>"
+    return f"conv_window<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}, {passes}{', true' if fill else ''}>"
+
+
+# conv_window's fill builds (conv_window<..., true>): 3xTF32 only, for float32
+# "highest" (the other modes take conv_wgmma_resident's on Hopper).
+WINDOW_FILL_PASSES = 3
 
 
 def _is_1d(geometry: Geometry) -> bool:
@@ -911,6 +916,8 @@ def all_instantiations() -> List[Tuple[str, str]]:
             for passes in (1, 3) if dtype == "float32" else (1,):
                 if dtype in WINDOW_DTYPES:
                     names += [("conv_window.cu", window_name(dtype, index, t, passes)) for t in WINDOW_TUNE_TILES]
+                    if passes == WINDOW_FILL_PASSES:
+                        names += [("conv_window.cu", window_name(dtype, index, t, passes, True)) for t in WINDOW_TUNE_TILES]
                     if passes == 1:
                         names += [("conv_wgmma.cu", wgmma_name(dtype, index, t)) for t in WGMMA_TILES]
                         names += [

@@ -288,12 +288,14 @@ TENSOR_CORE_MODES = [m for m in MODES if m[0] != "float64"]
 
 
 def _no_direct(monkeypatch):
-    """Keep conv_direct and grouped_forward off, so that the forward pass of
-    a case with few products per output reaches the kernel a test is after."""
+    """Keep conv_direct, grouped_forward and conv_window's fill off, so that
+    the forward pass of a case with few products per output reaches the
+    kernel a test is after."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "DIRECT_MAX_PRODUCTS", dict.fromkeys(_cuda.DIRECT_MAX_PRODUCTS, -1))
     monkeypatch.setattr(_cuda, "USE_GROUPED_FORWARD", False)
+    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", False)
 
 
 def _spy(monkeypatch, name, record):
@@ -538,6 +540,65 @@ def test_resident_without_fill_folds(mode, monkeypatch):
     ran, keys = _spy_resident(monkeypatch, 3), _spy_fill(monkeypatch)
     test_forward(FILL_CASES[0], mode)
     assert "forward" in ran and keys and all(key[-1] != "fill" for key in keys)
+
+
+def _spy_window_fill(monkeypatch):
+    """Run conv_window's fill on small problems too; returns the keys
+    conv_window's tile choice was asked for (ending in "fill" where the
+    fill ran)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
+    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", True)
+    keys, original = [], _cuda._pick
+
+    def pick(family, key, *args):
+        if family == "conv_window":
+            keys.append(key)
+        return original(family, key, *args)
+
+    monkeypatch.setattr(_cuda, "_pick", pick)
+    return keys
+
+
+@pytest.mark.parametrize("tile", _kernels.WINDOW_TUNE_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("case", FILL_CASES + [c for c in WINDOW_CASES if c.name in ("1d_win_s2_d2", "1d_win_s2_d4_op3")], ids=str)
+def test_window_fill(case, tile, monkeypatch):
+    """conv_window's fill (float32 "highest" as 3xTF32) on every tile,
+    against float64 in poisoned memory (under 1e-5)."""
+    picked = _force_tile(monkeypatch, "conv_window", tile)
+    keys = _spy_window_fill(monkeypatch)  # around the forced choice
+    test_forward(case, ("float32", "highest"))
+    assert picked == [tile] and keys and keys[-1][-1] == "fill", (picked, keys)
+
+
+def test_window_fill_64_bit_index(monkeypatch):
+    keys = _spy_window_fill(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(FILL_CASES[0], ("float32", "highest"))
+    assert keys[-1][-1] == "fill" and keys[-1][3] == "long long"
+
+
+def test_window_fill_routing(monkeypatch):
+    """A P4-like float32 "highest" forward pass takes conv_window's fill with
+    no threshold changed (conv_direct with USE_WINDOW_FILL off), right
+    either way."""
+    from cupyconv import _cuda
+
+    ran, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: ran.append(plan.name) or original(plan, arrays))
+    rng = numpy.random.default_rng(33)
+    x = rng.standard_normal((1, 32, 16384)).astype(numpy.float32)
+    w = rng.standard_normal((32, 64, 3)).astype(numpy.float32)
+    b = rng.standard_normal(64).astype(numpy.float32)
+    kwargs = dict(stride=2, padding=1, dilation=2)
+    oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), b.astype(numpy.float64), **kwargs)
+    for on, expected in ((True, "conv_window<float, int, 64, 128, 2, 4, 3, true>"), (False, "conv_direct<float, int,")):
+        monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", on)
+        ran.clear()
+        y = cupyconv.conv_transpose1d(cupy.asarray(x), cupy.asarray(w), cupy.asarray(b), **kwargs, precision="highest")
+        assert len(ran) == 1 and ran[0].startswith(expected), ran
+        assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < 1e-5
 
 
 # Source rows that are not whole 16-byte vectors: conv_wgmma_resident copies
@@ -1378,6 +1439,7 @@ def _spy_direct(monkeypatch):
     monkeypatch.setattr(_cuda, "DIRECT_MIN_OUTPUT", 0)
     monkeypatch.setattr(_cuda, "SMALL_FORWARD_MAX_OUTPUT", 0)
     monkeypatch.setattr(_cuda, "USE_GROUPED_FORWARD", False)
+    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", False)
     ran, original = [], _cuda._direct_plan
 
     def spy(geometry, *args):
@@ -1437,14 +1499,14 @@ def test_every_direct_tile(case, mode, tile, monkeypatch):
 
 
 # (problem, mode, conv_direct expected) under the default thresholds: P5's
-# shape (11.5 products per output) in every mode; P4's (48) where the GEMM
-# would run on CUDA cores with full tile rows (float32 "highest"), not
-# against the tensor-core GEMMs; P3's (40, 8 output channels per group) not.
+# shape (11.5 products per output) in every mode; P4's (48) in none (float32
+# "highest" takes conv_window's fill: test_window_fill_routing; the others
+# the tensor-core kernels); P3's (40, 8 output channels per group) not.
 _ROUTES = [
     (dict(dims=2, x=(1, 32, 64, 128), w=(32, 64, 3, 3), stride=5, padding=1, dilation=2), mode, True)
     for mode in (("float32", "highest"), ("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"), ("float64", "highest"))
 ] + [
-    (dict(dims=1, x=(1, 32, 8192), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "highest"), True),
+    (dict(dims=1, x=(1, 32, 8192), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "highest"), False),
     (dict(dims=1, x=(1, 32, 8192), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), False),
     (dict(dims=1, x=(1, 32, 8192), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float16", "highest"), False),
     (dict(dims=1, x=(2, 64, 8192), w=(64, 8, 5), stride=2, padding=1, output_padding=1, groups=4), ("float32", "highest"), False),

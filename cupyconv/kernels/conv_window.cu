@@ -29,6 +29,10 @@
 // Then each tap's B fragment is the window shifted by that tap: the input is
 // read from global memory once per channel slice, not once per tap.
 //
+// FILL: conv_wgmma.cu's fill (a forward pass of stride 2 whose taps all land
+// on one phase, run as that phase; the epilogue writes the bias between the
+// sums, window.cuh); the host builds it for 3xTF32.
+//
 // Requirements checked by the host: sm_80 or later, in_w a multiple of 16
 // bytes' worth of elements, a 16-byte-aligned input, channels padded to a
 // multiple of 16 bytes in the packed weight (zeros), fold a power of two.
@@ -43,7 +47,7 @@ constexpr int WINDOW_MAX_VECTORS = 32;
 // per-thread task list the kernel precomputes (the host checks it too).
 constexpr int WINDOW_MAX_VECTORS_WIDE = 64;
 
-template <typename T, typename Index, int BM, int BN, int WARPS_M, int WARPS_N, int PASSES>
+template <typename T, typename Index, int BM, int BN, int WARPS_M, int WARPS_N, int PASSES, bool FILL = false>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
     const T* __restrict__ in,        // (batch, groups * channels, in_w)
     const T* __restrict__ weight,    // packed (groups, kernel_w, out_channels, channels_padded)
@@ -72,7 +76,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
     extern __shared__ __align__(16) unsigned char smem[];
 
     const WindowBlock wb = window_block(phases, num_phases, m_tiles, col_tiles, batch, BN, VEC);
-    if (wb.q0 >= wb.p.count) return;  // this phase has fewer columns than the largest one
+    if (wb.q0 >= (FILL ? (out_w + 1) / 2 : wb.p.count)) return;  // this phase has fewer columns than the largest one (FILL: every output's)
     const AxisPhase& p = wb.p;
     const int m_tile = wb.m_tile, n = wb.n, group = wb.group, q0 = wb.q0;
     const int taps = p.tap_count, window_first = wb.window_first, head = wb.head;
@@ -268,5 +272,5 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
                     make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
     __syncthreads();
 
-    store_window_tile<T, Index, BM, BN, THREADS>(stage, p, bias, out, n, groups, group, out_channels, out_w, m_tile, q0, fold_shift);
+    store_window_tile<T, Index, BM, BN, THREADS, true, FILL>(stage, p, bias, out, n, groups, group, out_channels, out_w, m_tile, q0, fold_shift);
 }

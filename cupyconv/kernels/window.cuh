@@ -53,7 +53,11 @@ __host__ __device__ constexpr int window_stage_row() { return BN + 8; }
 // where the run is whole and aligned, else element by element.  Consecutive
 // threads take consecutive runs of one row (fold 1, fold below VEC) or
 // consecutive columns (fold VEC or more).
-template <typename T, typename Index, int BM, int BN, int THREADS, bool FOLD_RUNS = true>
+// FILL (conv_window's fill builds; conv_wgmma.cu's fill describes the
+// problem): the tile's rows are output channels, its column q the outputs 2q
+// and 2q + 1, of which p.out_base holds the sum and the other the bias; they
+// go out as the fold-by-2 runs below.
+template <typename T, typename Index, int BM, int BN, int THREADS, bool FOLD_RUNS = true, bool FILL = false>
 __device__ __forceinline__ void store_window_tile(
     const float* __restrict__ stage, const AxisPhase& p, const T* __restrict__ bias, T* __restrict__ out,
     int n, int groups, int group, int out_channels, int out_w, int m_tile, int q0, int fold_shift) {
@@ -63,6 +67,37 @@ __device__ __forceinline__ void store_window_tile(
     const int fold = 1 << fold_shift;
     const int rows = out_channels << fold_shift;
     const Index out_image = (static_cast<Index>(n) * groups + group) * out_channels;
+    if constexpr (FILL) {
+        // Runs of VEC consecutive outputs aligned to 16 bytes in memory, as
+        // for a fold below VEC: output first + j is column j / 2; an output
+        // inside the row exists as a sum only where its column does.
+        constexpr int SPAN = 2 * BN;
+        constexpr int RUNS = SPAN / VEC + 1;
+        const int first = 2 * q0;
+        for (int idx = tid; idx < BM * RUNS; idx += THREADS) {
+            const int co_l = idx / RUNS, run = idx % RUNS;
+            const int co = m_tile * BM + co_l;
+            if (co >= out_channels) continue;
+            T* const row_first = out + (out_image + co) * out_w + first;
+            const int lead = static_cast<int>(reinterpret_cast<unsigned long long>(row_first) / sizeof(T) % VEC);
+            const int j0 = run * VEC - lead;  // the run's first element, as a tile output (may be < 0)
+            const float b = bias != nullptr ? ValueTraits<T>::to_acc(bias[group * out_channels + co]) : 0.0f;
+            const bool whole = j0 >= 0 && j0 + VEC <= SPAN && first + j0 + VEC <= out_w;
+            union {
+                T value[VEC];
+                uint4 whole;
+            } packed;
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const int j = j0 + e;
+                const bool inside = j >= 0 && j < SPAN;
+                packed.value[e] = ValueTraits<T>::from_acc((inside && (j & 1) == p.out_base ? stage[co_l * SROW + (j >> 1)] : 0.0f) + b);
+                if (!whole && inside && first + j < out_w) row_first[j] = packed.value[e];
+            }
+            if (whole) *reinterpret_cast<uint4*>(row_first + j0) = packed.whole;
+        }
+        return;
+    }
     const bool along_r = fold >= VEC;
     if (FOLD_RUNS && fold > 1 && !along_r) {
         // A fold below VEC: an output channel's tile outputs are the
