@@ -494,8 +494,8 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
     multiprocessors = _multiprocessors()
     fill = USE_FILL and _kernels.fill_record(geometry, pass_name) is not None
     if fill:
-        rows = _gemm_rows(geometry, pass_name)  # no fold
-        heuristic = _resident_heuristic(geometry, pass_name, dtype, index, rows, max_shared, multiprocessors, True)
+        fill_rows = _gemm_rows(geometry, pass_name)  # no fold
+        heuristic = _resident_heuristic(geometry, pass_name, dtype, index, fill_rows, max_shared, multiprocessors, True)
         fill = heuristic is not None and (USE_RESIDENT_ANYWHERE or _resident_routed(geometry, pass_name, dtype, heuristic, True))
     if not fill:
         heuristic = _resident_heuristic(geometry, pass_name, dtype, index, rows, max_shared, multiprocessors)

@@ -305,8 +305,8 @@ def fill_stage_bytes(dtype: str) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def fill_record(geometry: Geometry, pass_name: str) -> Optional[Tuple[int, ...]]:
-    """The one phase record of conv_wgmma_resident's fill, or None where it
-    does not apply: the forward pass of a 1D problem of stride FILL_STEP and
+    """The one phase record of the fill (conv_wgmma_resident's and
+    conv_window's), or None where it does not apply: the forward pass of a 1D problem of stride FILL_STEP and
     a dilation that is a multiple of it.  Every tap then lands on phase 0 of
     forward_axis_phases, whose outputs start at out_base in [0, stride): its
     column q is output out_base + stride * q (tap t reading input in_base + q

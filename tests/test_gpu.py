@@ -529,6 +529,27 @@ def test_resident_fill_64_bit_index(case, monkeypatch):
 
 
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
+def test_fill_not_routed_past_one_row_tile(mode, monkeypatch):
+    """Where the fill applies but the output channels (256) exceed a row
+    tile, the pass takes the routes it took before the fill (the dilated
+    fold), no fill build, and is right."""
+    from cupyconv import _cuda
+
+    ran, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: ran.append(plan.name) or original(plan, arrays))
+    dtype = numpy_dtype(mode[0])
+    rng = numpy.random.default_rng(34)
+    x = rng.standard_normal((1, 32, 4096)).astype(dtype)
+    w = rng.standard_normal((32, 256, 3)).astype(dtype)
+    kwargs = dict(stride=2, padding=1, dilation=2)
+    y = cupyconv.conv_transpose1d(_to_gpu(x, dtype), _to_gpu(w, dtype), **kwargs, precision=mode[1])
+    assert ran and not any(name.endswith(", true>") for name in ran), ran
+    oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), **kwargs)
+    limit = {"float32": 2e-3, "float16": 2e-3, "bfloat16": 2e-2}[mode[0]]
+    assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < limit
+
+
+@pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 def test_resident_without_fill_folds(mode, monkeypatch):
     """With USE_FILL off, the same problems take conv_wgmma_resident's
     folded route (the dilated kernel made dense), still right."""
