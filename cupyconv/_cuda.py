@@ -295,21 +295,28 @@ def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: in
     return flat, fold, red_channels, out_channels, source4, out4
 
 
-def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, tile, max_taps: int, vectors: int, stride: int, kernel_w=None):
+def _window_columns(problem, fill: bool) -> int:
+    """The window kernels' GEMM columns: the longest phase's, or with `fill`
+    (its one phase) every output's."""
+    flat, *_, out4 = problem
+    return -(-out4[3] // _kernels.FILL_STEP) if fill else max(flat[0::9])
+
+
+def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, tile, max_taps: int, vectors: int, stride: int, fill: bool = False):
     """(blocks, scalar arguments) of conv_window or conv_wgmma (their
-    arguments differ only in what `stride` measures); `kernel_w`, the packed
-    weight's taps, where not _kernels.window_kernel_w's."""
+    arguments differ only in what `stride` measures); with `fill`, of their
+    fill builds (the weight packed unfolded, columns covering every output)."""
     flat, fold, red_channels, out_channels, source4, out4 = problem
-    counts = flat[0::9]
-    num_phases = len(counts)
+    num_phases = len(flat) // 9
     m_tiles = -(-(out_channels * fold) // tile.bm)
-    col_tiles = -(-max(counts) // tile.bn)
+    col_tiles = -(-_window_columns(problem, fill) // tile.bn)
+    kernel_w = geometry.kernel[1] if fill else _kernels.window_kernel_w(geometry, pass_name)
     batch = source4[0]
     blocks = _blocks_for(num_phases * m_tiles * col_tiles * batch * geometry.groups)
     scalars = (
         _i32(num_phases), _i32(fold.bit_length() - 1), _i32(batch), _i32(geometry.groups),
         _i32(red_channels), _i32(_kernels.window_channels_padded(red_channels, dtype)), _i32(out_channels),
-        _i32(source4[3]), _i32(out4[3]), _i32(kernel_w or _kernels.window_kernel_w(geometry, pass_name)),
+        _i32(source4[3]), _i32(out4[3]), _i32(kernel_w),
         _i32(max_taps), _i32(vectors), _i32(stride), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
     return blocks, scalars
@@ -328,12 +335,7 @@ def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, til
     max_taps, vectors, stride, shared = _kernels.window_layout(problem[0], tile, dtype)
     if vectors > (_kernels.WINDOW_MAX_VECTORS if _kernels.ITEMSIZE[dtype] == 2 else _kernels.WINDOW_MAX_VECTORS_WIDE) or shared > max_shared:
         return None
-    blocks, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, stride, geometry.kernel[1] if fill else None)
-    if fill:  # every output's columns
-        columns = -(-problem[5][3] // _kernels.FILL_STEP)
-        col_tiles = -(-columns // tile.bn)
-        blocks = _blocks_for(-(-problem[3] // tile.bm) * col_tiles * problem[4][0] * geometry.groups)  # one phase, fold 1
-        scalars = scalars[:-1] + (_i32(col_tiles),)
+    blocks, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, stride, fill)
     name = _kernels.window_name(dtype, index, tile, passes, fill)
     return _Launch("conv_window.cu", name, blocks, tile.threads, scalars, shared), problem[0]
 
@@ -378,15 +380,13 @@ def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, t
     max_taps, vectors, chunk_stride, shared = _kernels.resident_layout(flat, tile, dtype, red_channels)
     if shared > max_shared:
         return None
-    kernel_w = geometry.kernel[1] if fill else None
-    _, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride, kernel_w)
+    _, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride, fill)
     two = (tile, 2) in _kernels.RESIDENT_VARIANTS and 2 * (shared + 1024) <= SHARED_PER_MULTIPROCESSOR
     per_multiprocessor = 2 if two else 1
     row_tiles = -(-(out_channels * fold) // tile.bm) * geometry.groups
     combos = len(flat) // 9 * row_tiles
     working = sum(1 for taps in flat[7::9] if taps) * row_tiles  # a phase no tap reaches only writes the bias
-    columns = -(-out4[3] // _kernels.FILL_STEP) if fill else max(flat[0::9])
-    items = source4[0] * -(-columns // tile.bn)
+    items = source4[0] * -(-_window_columns(problem, fill) // tile.bn)
     per_combo = max(1, min(items, -(-multiprocessors * per_multiprocessor // max(working, 1))))
     blocks = _blocks_for(combos * per_combo)
     name = _kernels.resident_name(dtype, index, tile, per_multiprocessor, copy, fill)

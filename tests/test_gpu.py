@@ -486,17 +486,17 @@ def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch)
     assert "forward" in ran
 
 
-def _spy_fill(monkeypatch):
-    """The keys conv_wgmma_resident's tile choice was asked for: ending in
-    "fill" where its fill ran."""
+def _spy_fill(monkeypatch, family="conv_wgmma_resident"):
+    """The keys `family`'s tile choice was asked for: ending in "fill" where
+    its fill ran."""
     from cupyconv import _cuda
 
     keys, original = [], _cuda._pick
 
-    def pick(family, key, *args):
-        if family == "conv_wgmma_resident":
+    def pick(name, key, *args):
+        if name == family:
             keys.append(key)
-        return original(family, key, *args)
+        return original(name, key, *args)
 
     monkeypatch.setattr(_cuda, "_pick", pick)
     return keys
@@ -571,15 +571,7 @@ def _spy_window_fill(monkeypatch):
 
     monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
     monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", True)
-    keys, original = [], _cuda._pick
-
-    def pick(family, key, *args):
-        if family == "conv_window":
-            keys.append(key)
-        return original(family, key, *args)
-
-    monkeypatch.setattr(_cuda, "_pick", pick)
-    return keys
+    return _spy_fill(monkeypatch, "conv_window")
 
 
 @pytest.mark.parametrize("tile", _kernels.WINDOW_TUNE_TILES, ids=lambda t: "-".join(map(str, t)))
