@@ -1041,9 +1041,11 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     routed) and grad_weight as a split-K GEMM (on tensor cores where the
     forward pass uses them; on Hopper grad_weight_wgmma for large stride-1 1D
     float16/bfloat16 problems of up to 8 taps; grad_weight_window for large
-    1D float16/bfloat16 problems with a power-of-two stride).  float32
-    "highest" runs the taps kernels and conv_window as 3xTF32, the other
-    kernels on CUDA cores.  grad_bias is its own split reduction."""
+    1D float16/bfloat16 problems with a power-of-two stride;
+    grad_weight_phase for large float32 1D problems whose taps land on one
+    phase of grad_output).  float32 "highest" runs the taps kernels,
+    conv_window and grad_weight_phase as 3xTF32, the other kernels on CUDA
+    cores.  grad_bias is its own split reduction."""
     want_input, want_weight, want_bias = output_mask
     with grad_output.device:
         gy4 = _contiguous4(grad_output, geometry.output_shape4)
@@ -1453,11 +1455,77 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     return True
 
 
+# grad_weight_phase takes float32 1D grad_weight on tensor cores where every
+# tap lands on one phase of grad_output (perf notes v18: P1, P4), for groups
+# of at least 16 input and output channels that fit in at most two of its
+# channel tiles: with more (P2: 4 x 2 tiles) it re-reads x for every tile of
+# output channels and grad_output for every tile of input channels, and
+# measured slower than grad_weight_mma.  False keeps grad_weight_mma there;
+# "anywhere" lifts the size and channel rules (tests).
+USE_GRAD_WEIGHT_PHASE = True
+GRAD_WEIGHT_PHASE_MIN_CHANNELS = 16
+GRAD_WEIGHT_PHASE_MAX_TILES = 2
+
+
+@functools.lru_cache(maxsize=1024)
+def _grad_weight_phase_plan(geometry: Geometry, index: str, passes: int, multiprocessors: int, max_shared: int):
+    """(grad_weight_phase launch, workspace shape, sum_splits launch), or None
+    where it does not apply (see grad_weight_phase_layout) or does not fit in
+    shared memory.  Two blocks a multiprocessor (one with 8 taps) between
+    the (group, tap chunk, channel tiles) combinations and the splits of the
+    items (image, 64 positions)."""
+    layout = _kernels.grad_weight_phase_layout(geometry)
+    if layout is None or layout[4] > max_shared:
+        return None
+    taps, step, window, row, shared = layout
+    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    batch, _, _, in_w = geometry.input_shape4
+    kernel = geometry.kernel[1]
+    ci_tiles = -(-channels // _kernels.GRAD_WEIGHT_PHASE_CHANNELS)
+    j_tiles = -(-out_channels // _kernels.GRAD_WEIGHT_PHASE_COLUMNS)
+    tap_chunks = -(-kernel // taps)
+    items = batch * -(-in_w // _kernels.GRAD_WEIGHT_PHASE_POSITIONS)
+    independent = ci_tiles * j_tiles * tap_chunks * geometry.groups
+    splits = _splits(independent, items, 8, multiprocessors, blocks_per_multiprocessor=1 if taps > 5 else 2)
+    per_split = -(-items // splits)
+    splits = -(-items // per_split)
+    if per_split > _kernels.INT32_LIMIT:
+        return None
+    scalars = (
+        _i32(batch), _i32(geometry.groups), _i32(channels), _i32(out_channels), _i32(in_w), _i32(geometry.output_shape4[3]),
+        _i32(kernel), _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(step), _i32(window), _i32(row),
+        _i32(per_split), _i32(ci_tiles), _i32(j_tiles), _i32(tap_chunks),
+    )  # fmt: skip
+    name = _kernels.grad_weight_phase_name(index, taps, passes)
+    partial = _Launch("grad_weight_phase.cu", name, _blocks_for(independent * splits), _kernels.GRAD_WEIGHT_PHASE_THREADS, scalars, shared)
+    count = math.prod(geometry.weight_shape4)
+    return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan("float32", count, splits, multiprocessors)
+
+
+def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int) -> bool:
+    """Runs grad_weight with grad_weight_phase if it is routed; False if not."""
+    if not USE_GRAD_WEIGHT_PHASE or dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_PHASE_PASSES:
+        return False
+    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    tiles = -(-channels // _kernels.GRAD_WEIGHT_PHASE_CHANNELS) * -(-out_channels // _kernels.GRAD_WEIGHT_PHASE_COLUMNS)
+    if USE_GRAD_WEIGHT_PHASE != "anywhere" and (
+        gy4.size < WINDOW_MIN_OUTPUT or min(channels, out_channels) < GRAD_WEIGHT_PHASE_MIN_CHANNELS or tiles > GRAD_WEIGHT_PHASE_MAX_TILES
+    ):
+        return False
+    multiprocessors, max_shared = _multiprocessors(), _max_shared()
+    if _grad_weight_phase_plan(geometry, "int", passes, multiprocessors, max_shared) is None:
+        return False
+    _run_split_reduction(
+        lambda index: _grad_weight_phase_plan(geometry, index, passes, multiprocessors, max_shared), (x4, gy4), (x4.size, gy4.size), grad
+    )
+    return True
+
+
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
-    forward pass uses them too -- grad_weight_taps, grad_weight_wgmma or
-    grad_weight_window where they apply, else grad_weight_mma; else CUDA cores
-    with double sums."""
+    forward pass uses them too -- grad_weight_taps, grad_weight_wgmma,
+    grad_weight_window or grad_weight_phase where they apply, else
+    grad_weight_mma; else CUDA cores with double sums."""
     dtype = _geometry.dtype_name(gy4.dtype)
     passes = _passes(dtype, precision, geometry, "grad_weight")
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
@@ -1466,6 +1534,7 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     elif grad.size and not (
         (passes and _grad_weight_taps(gy4, x4, grad, geometry, dtype, passes))
         or (passes == 1 and (_grad_weight_wgmma(gy4, x4, grad, geometry, dtype) or _grad_weight_window(gy4, x4, grad, geometry, dtype)))
+        or (passes and _grad_weight_phase(gy4, x4, grad, geometry, dtype, passes))
     ):
         multiprocessors = _multiprocessors()
 

@@ -897,6 +897,51 @@ def grad_weight_taps_vector(geometry: Geometry, dtype: str):
     return _taps_vector(geometry, dtype, (kernel, stride, padding, out_w, in_w))
 
 
+# grad_weight_phase (grad_weight_phase.cu): float32 1D grad_weight on TF32
+# tensor cores (one pass or 3xTF32) where every tap lands on one phase of
+# grad_output (stride 1, a dilation that is a multiple of the stride, or one
+# tap), read straight from grad_output.  Blocks of 32 input x 64 output
+# channels x TAPS taps, items of 64 positions, three stages.
+GRAD_WEIGHT_PHASE_TAPS = (1, 3, 5, 8)  # its TAPS: the smallest covering the kernel, else chunks of 8
+GRAD_WEIGHT_PHASE_POSITIONS = 64  # its GWP_P
+GRAD_WEIGHT_PHASE_X_ROW = GRAD_WEIGHT_PHASE_POSITIONS + 4  # its GWP_XS
+GRAD_WEIGHT_PHASE_CHANNELS = 32  # its GWP_BM: input channels a block
+GRAD_WEIGHT_PHASE_COLUMNS = 64  # its GWP_BN: output channels a block
+GRAD_WEIGHT_PHASE_STAGES = 3  # its GWP_STAGES
+GRAD_WEIGHT_PHASE_THREADS = 256  # its GWP_THREADS
+GRAD_WEIGHT_PHASE_PASSES = (1, 3)
+
+
+def grad_weight_phase_name(index: str, taps: int, passes: int) -> str:
+    return f"grad_weight_phase<float, {index}, {taps}, {passes}>"
+
+
+def grad_weight_phase_layout(geometry: Geometry):
+    """(taps, step, window, row, shared bytes) of grad_weight_phase, or None
+    where it does not apply (not 1D, or taps on more than one phase: a
+    dilation that is not a multiple of a stride above 1 with two or more
+    taps; positions past int).
+
+    step = d / s phase positions between taps; window = the positions one
+    item's (position, tap) pairs read, 64 + (taps - 1) * step; row = window
+    rounded up to 4 mod 8 floats (conflict-free B reads).  Shared memory:
+    three stages of x (32 rows of 68 floats) and the window (64 rows), or
+    the warps' partial sums at the end (taps * 8 KB), whichever is larger."""
+    if not _is_1d(geometry):
+        return None
+    in_w, kernel, stride, _, dilation, out_w = _axes(geometry)[1]
+    if kernel > 1 and dilation % stride:
+        return None
+    if max(in_w, out_w) >= 2**30 or (in_w + GRAD_WEIGHT_PHASE_POSITIONS) * stride + dilation * kernel >= 2**30:
+        return None  # the kernel counts positions and phase indices in int
+    taps = next((t for t in GRAD_WEIGHT_PHASE_TAPS if t >= kernel), GRAD_WEIGHT_PHASE_TAPS[-1])
+    step = dilation // stride if kernel > 1 else 0
+    window = GRAD_WEIGHT_PHASE_POSITIONS + (taps - 1) * step
+    row = window + (4 - window) % 8
+    stage = 4 * (GRAD_WEIGHT_PHASE_CHANNELS * GRAD_WEIGHT_PHASE_X_ROW + GRAD_WEIGHT_PHASE_COLUMNS * row)
+    return taps, step, window, row, max(GRAD_WEIGHT_PHASE_STAGES * stage, taps * 8 * 1024)
+
+
 def grad_bias_name(dtype: str) -> str:
     return f"grad_bias_partial<{CUDA_TYPE[dtype]}, {BIAS_THREADS}>"
 
@@ -952,6 +997,11 @@ def all_instantiations() -> List[Tuple[str, str]]:
                 names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TUNE_TILES]
             if dtype == "float32":
                 names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t, 3)) for t in MMA_TILES]
+                names += [
+                    ("grad_weight_phase.cu", grad_weight_phase_name(index, taps, passes))
+                    for taps in GRAD_WEIGHT_PHASE_TAPS
+                    for passes in GRAD_WEIGHT_PHASE_PASSES
+                ]
             names += [("conv_direct.cu", direct_name(dtype, index, t)) for t in DIRECT_TILES]
             names += [("depthwise.cu", depthwise_name(dtype, index, taps)) for taps in DEPTHWISE_TAPS_W]
             names += [("depthwise.cu", depthwise_backward_name(dtype, index, taps)) for taps in DEPTHWISE_BACKWARD_TAPS]

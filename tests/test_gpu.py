@@ -33,6 +33,7 @@ from sweep import (
     CASES,
     FILL_CASES,
     GRAD_INPUT_TAPS_CASES,
+    GRAD_WEIGHT_PHASE_CASES,
     GRAD_WEIGHT_TAPS_CASES,
     GRAD_WEIGHT_WINDOW_CASES,
     GROUPED_BACKWARD_CASES,
@@ -800,6 +801,84 @@ def test_grad_weight_window_is_bitwise_deterministic(case, dtype, monkeypatch):
     ran = _spy_grad_weight_window(monkeypatch)
     test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
     assert ran
+
+
+def _spy_grad_weight_phase(monkeypatch, multiprocessors=None):
+    """The geometries grad_weight_phase served (small problems too); with
+    `multiprocessors`, its splits are sized for that many (plans re-made)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_GRAD_WEIGHT_PHASE", "anywhere")
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    monkeypatch.setattr(_cuda, "_grad_weight_phase_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_phase_plan.__wrapped__))
+    return _spy(monkeypatch, "_grad_weight_phase", lambda args: args[3])  # the geometry
+
+
+FLOAT32_MODES = [("float32", "highest"), ("float32", "tf32")]
+
+
+@pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
+@pytest.mark.parametrize("case", GRAD_WEIGHT_PHASE_CASES, ids=str)
+def test_grad_weight_phase_kernel(case, mode, monkeypatch):
+    """grad_weight_phase's gradients (3xTF32 and TF32) against float64, with
+    the usual tolerances, in poisoned memory."""
+    ran = _spy_grad_weight_phase(monkeypatch)
+    test_backward(case, mode)
+    assert ran, "grad_weight_phase did not run"
+
+
+@pytest.mark.parametrize("multiprocessors", [1, 4096], ids=["long_splits", "one_item_splits"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_tails_g2", "gwp_k12")], ids=str)
+def test_grad_weight_phase_splits_and_64_bit_index(case, multiprocessors, monkeypatch):
+    """Blocks that sum many items, or one each, with 64-bit indices."""
+    ran = _spy_grad_weight_phase(monkeypatch, multiprocessors)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_backward(case, ("float32", "highest"))
+    assert ran
+
+
+@pytest.mark.parametrize("precision", ["highest", "tf32"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p1like", "gwp_tails_g2")], ids=str)
+def test_grad_weight_phase_is_bitwise_deterministic(case, precision, monkeypatch):
+    """Several splits summed by sum_splits in order: the same bits on every run."""
+    ran = _spy_grad_weight_phase(monkeypatch)
+    rng = numpy.random.default_rng(23)
+    x, w, _ = case.arrays(rng, numpy.float32)
+    gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float32))
+    xg, wg = cupy.asarray(x.astype(numpy.float32)), cupy.asarray(w.astype(numpy.float32))
+    run = lambda: cupy.asnumpy(_ops(case).backward(gy, xg, wg, **case.kwargs, output_mask=(False, True, False), precision=precision)[1])  # noqa: E731
+    first = run()
+    for _ in range(5):
+        assert run().tobytes() == first.tobytes()
+    assert ran
+
+
+def test_grad_weight_phase_routing(monkeypatch):
+    """float32 P1- and P4-like problems take grad_weight_phase in both
+    tensor-core modes; 16-bit ones, a dilation that is not a multiple of the
+    stride, few channels and P2's 4 x 2 channel tiles do not."""
+    from cupyconv import _cuda
+
+    ran = _spy(monkeypatch, "_grad_weight_phase", lambda args: args[3])
+    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", _cuda.PACK_MIN_OUTPUT)  # the default size rule (_spy lowers it)
+    shapes = [
+        (Case("p1", 1, 2, 32, 64, (5,), (2048,), dilation=3), True),
+        (Case("p4", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=2), True),
+        (Case("s2_d3", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=3), False),
+        (Case("c8", 1, 2, 8, 64, (3,), (4096,), padding=1), False),
+        (Case("p2", 1, 2, 128, 128, (3,), (1024,), padding=1), False),
+    ]
+    rng = numpy.random.default_rng(5)
+    for case, expected in shapes:
+        x, w, _ = case.arrays(rng, numpy.float32)
+        gy = rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape)
+        for dtype, precision in FLOAT32_MODES + [("float16", "highest")]:
+            ran.clear()
+            dt = numpy_dtype(dtype)
+            _ops(case).backward(cupy.asarray(gy.astype(dt)), cupy.asarray(x.astype(dt)), cupy.asarray(w.astype(dt)), **case.kwargs,
+                                output_mask=(False, True, False), precision=precision)  # fmt: skip
+            assert bool(ran) == (expected and dtype == "float32"), (case.name, dtype, precision)
 
 
 @contextlib.contextmanager

@@ -146,3 +146,42 @@ def test_grouped_forward_and_gather_constants_match_the_host():
     text = _kernels.source("phase_gather.cu")
     found = dict(re.findall(r"constexpr int (GATHER_\w+) = (\d+);", text))
     assert int(found["GATHER_THREADS"]) == _kernels.GATHER_THREADS and int(found["GATHER_ELEMS"]) == _kernels.GATHER_ELEMS
+
+
+# grad_weight_phase's 32-bit builds spill at most one register: a
+# loop-invariant value stored before the main loop and reloaded by the
+# epilogue (the 3-tap 3xTF32 build on sm_90, checked in its SASS: no local
+# loads or stores among the MMAs).
+GRAD_WEIGHT_PHASE_SPILL = 4
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_grad_weight_phase_constants_and_spills(arch):
+    """The host's copies of grad_weight_phase's constants, and its 32-bit
+    builds' accumulators in registers (two blocks a multiprocessor up to 5
+    taps: 128 registers)."""
+    import re
+
+    text = _kernels.source("grad_weight_phase.cu")
+    found = dict(re.findall(r"constexpr int (GWP_\w+) = (\d+);", text))
+    assert int(found["GWP_P"]) == _kernels.GRAD_WEIGHT_PHASE_POSITIONS
+    assert "GWP_XS = GWP_P + 4;" in text and _kernels.GRAD_WEIGHT_PHASE_X_ROW == _kernels.GRAD_WEIGHT_PHASE_POSITIONS + 4
+    assert int(found["GWP_BM"]) == _kernels.GRAD_WEIGHT_PHASE_CHANNELS
+    assert int(found["GWP_BN"]) == _kernels.GRAD_WEIGHT_PHASE_COLUMNS
+    assert int(found["GWP_STAGES"]) == _kernels.GRAD_WEIGHT_PHASE_STAGES
+    assert int(found["GWP_THREADS"]) == _kernels.GRAD_WEIGHT_PHASE_THREADS
+    names = [n for f, n in _kernels.all_instantiations() if f == "grad_weight_phase.cu" and ", int," in n]
+    assert len(names) == len(_kernels.GRAD_WEIGHT_PHASE_TAPS) * len(_kernels.GRAD_WEIGHT_PHASE_PASSES)
+    program = nvrtc.createProgram(text, "grad_weight_phase.cu", [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(program, name)
+        nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "-std=c++17", "-Xptxas=-v"])
+        log = nvrtc.getProgramLog(program)
+        lowered = {nvrtc.getLoweredName(program, name): name for name in names}
+    finally:
+        nvrtc.destroyProgram(program)
+    reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
+    assert set(reports) == set(lowered)
+    spilled = [(lowered[m], int(s)) for m, s in reports.items() if int(s) > GRAD_WEIGHT_PHASE_SPILL]
+    assert not spilled, f"spills: {spilled}"

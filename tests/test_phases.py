@@ -15,7 +15,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES, FILL_CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, PHASE_BACKWARD_CASES, WINDOW_CASES
+from sweep import CASES, FILL_CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_PHASE_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, PHASE_BACKWARD_CASES, WINDOW_CASES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -436,6 +436,89 @@ def test_grad_weight_window_applies_where_documented():
     assert layout(dtype="bfloat16") is not None and layout(dtype="float32") is None  # 16-bit types only
     assert layout(ci=8) is None and layout(co=8) is None  # too few channels for the tiles
     assert layout(ci=64, co=64, g=4) is not None and layout(ci=64, co=32, g=4) is None
+
+
+def interpret_grad_weight_phase(x4, gy4, geometry, per_split):
+    """grad_weight_phase's arithmetic, block by block and item by item: the
+    x rows and the window of phase positions G[m] = gy[m * s - p] each item
+    stages (the copies the kernel's loads make, zeros where they are not
+    valid), the window columns each tap's B fragments read back, and the
+    workspace slab each block writes.  Window slots the loads do not write
+    are NaN, so a read they did not cover poisons the result; reads past
+    the host's window fail an assertion."""
+    taps, step, window, row, _ = _kernels.grad_weight_phase_layout(geometry)
+    positions, bm, bn = _kernels.GRAD_WEIGHT_PHASE_POSITIONS, _kernels.GRAD_WEIGHT_PHASE_CHANNELS, _kernels.GRAD_WEIGHT_PHASE_COLUMNS
+    assert row >= window and row % 8 == 4
+    batch, _, _, in_w = x4.shape
+    out_w = gy4.shape[3]
+    channels, out_channels, groups = geometry.in_channels_per_group, geometry.out_channels_per_group, geometry.groups
+    kernel, stride, padding = geometry.kernel[1], geometry.stride[1], geometry.padding[1]
+    per_image = -(-in_w // positions)
+    items = batch * per_image
+    splits = -(-items // per_split)
+    workspace = numpy.full((splits, groups * channels, out_channels, kernel), numpy.nan)
+    for split in range(splits):
+        for group in range(groups):
+            for chunk in range(-(-kernel // taps)):
+                k0 = chunk * taps
+                for j0 in range(0, out_channels, bn):
+                    for ci0 in range(0, channels, bm):
+                        acc = numpy.zeros((bm, bn, taps))
+                        for item in range(split * per_split, min(items, (split + 1) * per_split)):
+                            n, l0 = item // per_image, (item % per_image) * positions
+                            xs = numpy.zeros((bm, positions))
+                            ci, ll = ci0 + numpy.arange(bm), l0 + numpy.arange(positions)
+                            ok_c, ok_l = ci < channels, ll < in_w
+                            xs[numpy.ix_(ok_c, ok_l)] = x4[n, group * channels + ci[ok_c]][:, 0, ll[ok_l]]
+                            gs = numpy.full((bn, row), numpy.nan)
+                            o = (l0 + k0 * step + numpy.arange(window)) * stride - padding
+                            ok_o = (o >= 0) & (o < out_w)
+                            for r in range(bn):
+                                j = j0 + r
+                                gs[r, :window] = 0.0
+                                if j < out_channels:
+                                    gs[r, :window][ok_o] = gy4[n, group * out_channels + j, 0, o[ok_o]]
+                            for t in range(taps):
+                                cols = numpy.arange(positions) + t * step
+                                assert cols.max() < window, "a B read outside the window"
+                                acc[:, :, t] += xs @ gs[:, cols].T
+                        for t in range(taps):
+                            if k0 + t >= kernel:
+                                continue
+                            for mi in range(bm):
+                                if ci0 + mi < channels:
+                                    cols = slice(j0, min(out_channels, j0 + bn))
+                                    workspace[split, group * channels + ci0 + mi, cols, k0 + t] = acc[mi, : cols.stop - j0, t]
+    assert not numpy.isnan(workspace).any(), "every workspace entry is written"
+    return workspace.sum(axis=0)
+
+
+@pytest.mark.parametrize("per_split", [1, 4])
+@pytest.mark.parametrize("case", GRAD_WEIGHT_PHASE_CASES, ids=str)
+def test_grad_weight_phase_computes_grad_weight(case, per_split):
+    rng = numpy.random.default_rng(15)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    gy = rng.standard_normal(geometry.output_shape4)
+    got = interpret_grad_weight_phase(x.reshape(geometry.input_shape4), gy, geometry, per_split)
+    numpy.testing.assert_allclose(got, _torch_grads(x, w, gy, geometry)[1].reshape(got.shape), rtol=1e-12, atol=1e-12)
+
+
+def test_grad_weight_phase_applies_where_documented():
+    def layout(k=3, s=1, d=1, size=64):
+        geometry = _geometry.make_geometry(1, (2, 32, size), (32, 64, k), None, s, 0, 0, 1, d)
+        return _kernels.grad_weight_phase_layout(geometry)
+
+    stage = lambda row: 4 * (32 * 68 + 64 * row)  # noqa: E731
+    # P1 (5 taps, dilation 3): a window of 64 + 4 * 3 positions, rows of 76 floats, three stages
+    assert layout(k=5, d=3) == (5, 3, 76, 76, 3 * stage(76))
+    # P4 (stride 2, dilation 2): one phase position between taps; rows rounded up to 4 mod 8
+    assert layout(k=3, s=2, d=2) == (3, 1, 66, 68, 3 * stage(68))
+    assert layout(k=3, s=2, d=3) is None and layout(k=2, s=4, d=2) is None  # taps on two phases
+    assert layout(k=1, s=4) == (1, 0, 64, 68, 3 * stage(68))  # one tap: one phase at any stride
+    assert layout(k=12, d=2)[:2] == (8, 2)  # chunks of 8 taps
+    geometry = _geometry.make_geometry(2, (2, 32, 8, 8), (32, 64, 3, 3), None, 1, 0, 0, 1, 1)
+    assert _kernels.grad_weight_phase_layout(geometry) is None  # 1D only
 
 
 def interpret_grad_input_taps(gy4, w, geometry, tile, dtype, vector, per_split):
