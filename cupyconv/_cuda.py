@@ -698,6 +698,8 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
     passes = _passes(dtype, precision, geometry, pass_name)
     if passes and pass_name == "grad_input" and _grad_input_taps(source4, weight, out4, geometry, dtype, passes):
         return
+    if passes and pass_name == "grad_input" and _grad_input_phase(source4, weight, out4, geometry, dtype, passes):
+        return
     if passes and dtype in _kernels.WINDOW_DTYPES and _window(source4, weight, bias, out4, geometry, pass_name, index, dtype, passes):
         return
     packed = _packs_weight(geometry, pass_name, out4.size)
@@ -711,6 +713,53 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
     heuristic = _gemm_heuristic(geometry, pass_name, passes)
     candidates = (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GEMM_TUNE_TILES
     launch(_pick("conv_mma" if passes else "conv_gemm", (dtype, pass_name, index, passes, packed, geometry), candidates, heuristic, launch))
+
+
+# grad_input_phase takes float32 1D grad_input on tensor cores where every
+# tap lands on one phase of grad_output and the stride is above 1 (perf
+# notes v18: P4); GRAD_INPUT_PHASE_STRIDE_ONE lets it take stride 1 too.
+# False keeps the other kernels; "anywhere" lifts the size rule (tests).
+USE_GRAD_INPUT_PHASE = True
+GRAD_INPUT_PHASE_STRIDE_ONE = False
+
+
+@functools.lru_cache(maxsize=1024)
+def _grad_input_phase_plan(geometry: Geometry, index: str, passes: int, max_shared: int):
+    """grad_input_phase's launch, or None where it does not apply (see
+    grad_input_phase_layout) or does not fit in shared memory."""
+    layout = _kernels.grad_input_phase_layout(geometry)
+    if layout is None or layout[3] > max_shared:
+        return None
+    step, window, row, shared = layout
+    batch, _, _, in_w = geometry.input_shape4
+    l_tiles = -(-in_w // _kernels.GRAD_INPUT_PHASE_POSITIONS)
+    ci_tiles = -(-geometry.in_channels_per_group // _kernels.GRAD_INPUT_PHASE_CHANNELS)
+    blocks = l_tiles * ci_tiles * geometry.groups * batch
+    if blocks > _kernels.INT32_LIMIT:
+        return None
+    scalars = (
+        _i32(batch), _i32(geometry.groups), _i32(geometry.in_channels_per_group), _i32(geometry.out_channels_per_group),
+        _i32(in_w), _i32(geometry.output_shape4[3]), _i32(geometry.kernel[1]), _i32(geometry.stride[1]), _i32(geometry.padding[1]),
+        _i32(step), _i32(window), _i32(row), _i32(l_tiles), _i32(ci_tiles),
+    )  # fmt: skip
+    name = _kernels.grad_input_phase_name(index, passes)
+    return _Launch("grad_input_phase.cu", name, blocks, _kernels.GRAD_INPUT_PHASE_THREADS, scalars, shared)
+
+
+def _grad_input_phase(gy4, weight, grad4, geometry: Geometry, dtype: str, passes: int) -> bool:
+    """Runs grad_input with grad_input_phase if it is routed; False if not."""
+    if not USE_GRAD_INPUT_PHASE or dtype != "float32" or passes not in _kernels.GRAD_INPUT_PHASE_PASSES or grad4.data.ptr % 8:
+        return False
+    if USE_GRAD_INPUT_PHASE != "anywhere" and (
+        gy4.size < WINDOW_MIN_OUTPUT or (geometry.stride[1] == 1 and not GRAD_INPUT_PHASE_STRIDE_ONE)
+    ):
+        return False
+    index = _kernels.index_type(gy4.size, weight.size, grad4.size)
+    plan = _grad_input_phase_plan(geometry, index, passes, _max_shared())
+    if plan is None:
+        return False
+    _launch(plan, (gy4, weight, grad4))
+    return True
 
 
 # conv_direct runs the forward pass where an output sums at most this many
@@ -1035,7 +1084,9 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     depthwise_backward, large 1D problems with few channels a group (see
     _kernels.grouped_backward_applies) from one pass of grouped_backward.
     Large strided 1D problems with contiguous taps run
-    grad_input_taps and grad_weight_taps on tensor cores.  Others run
+    grad_input_taps and grad_weight_taps on tensor cores; large float32
+    strided 1D problems whose taps land on one phase of grad_output run
+    grad_input_phase.  Others run
     grad_input as a GEMM (conv_gemm/conv_mma, or the window kernels for large
     stride-1 1D problems on tensor cores: on Hopper conv_wgmma_resident where
     routed) and grad_weight as a split-K GEMM (on tensor cores where the

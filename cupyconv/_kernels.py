@@ -942,6 +942,44 @@ def grad_weight_phase_layout(geometry: Geometry):
     return taps, step, window, row, max(GRAD_WEIGHT_PHASE_STAGES * stage, taps * 8 * 1024)
 
 
+# grad_input_phase (grad_input_phase.cu): float32 1D grad_input on TF32
+# tensor cores (one pass or 3xTF32) where every tap lands on one phase of
+# grad_output, read straight from grad_output.  Blocks of 32 input channels x
+# 512 positions, stages of 8 output channels with every tap.
+GRAD_INPUT_PHASE_POSITIONS = 512  # its GIP_L
+GRAD_INPUT_PHASE_CHANNELS = 32  # its GIP_BM
+GRAD_INPUT_PHASE_STAGE_CHANNELS = 8  # its GIP_J
+GRAD_INPUT_PHASE_WEIGHT_ROW = 12  # its GIP_WROW
+GRAD_INPUT_PHASE_STAGES = 4  # its GIP_STAGES
+GRAD_INPUT_PHASE_THREADS = 256  # its GIP_THREADS
+GRAD_INPUT_PHASE_PASSES = (1, 3)
+
+
+def grad_input_phase_name(index: str, passes: int) -> str:
+    return f"grad_input_phase<float, {index}, {passes}>"
+
+
+def grad_input_phase_layout(geometry: Geometry):
+    """(step, window, row, shared bytes) of grad_input_phase, or None where it
+    does not apply (not 1D, taps on more than one phase, positions past int).
+    step = d / s; window = 512 + (K - 1) * step phase positions a stage
+    reads; row = window rounded up to 8 mod 16 floats (conflict-free B
+    reads).  Four stages of the weight (K x 32 rows of 12 floats) and the
+    window (8 rows)."""
+    if not _is_1d(geometry):
+        return None
+    in_w, kernel, stride, _, dilation, out_w = _axes(geometry)[1]
+    if kernel > 1 and dilation % stride:
+        return None
+    step = dilation // stride if kernel > 1 else 0
+    window = GRAD_INPUT_PHASE_POSITIONS + (kernel - 1) * step
+    if max(in_w, out_w) >= 2**30 or (in_w + window) * stride + dilation * kernel >= 2**30:
+        return None  # the kernel counts positions and phase indices in int
+    row = window + (8 - window) % 16
+    weight = kernel * GRAD_INPUT_PHASE_CHANNELS * GRAD_INPUT_PHASE_WEIGHT_ROW
+    return step, window, row, 4 * GRAD_INPUT_PHASE_STAGES * (weight + GRAD_INPUT_PHASE_STAGE_CHANNELS * row)
+
+
 def grad_bias_name(dtype: str) -> str:
     return f"grad_bias_partial<{CUDA_TYPE[dtype]}, {BIAS_THREADS}>"
 
@@ -1002,6 +1040,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     for taps in GRAD_WEIGHT_PHASE_TAPS
                     for passes in GRAD_WEIGHT_PHASE_PASSES
                 ]
+                names += [("grad_input_phase.cu", grad_input_phase_name(index, passes)) for passes in GRAD_INPUT_PHASE_PASSES]
             names += [("conv_direct.cu", direct_name(dtype, index, t)) for t in DIRECT_TILES]
             names += [("depthwise.cu", depthwise_name(dtype, index, taps)) for taps in DEPTHWISE_TAPS_W]
             names += [("depthwise.cu", depthwise_backward_name(dtype, index, taps)) for taps in DEPTHWISE_BACKWARD_TAPS]

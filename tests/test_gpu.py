@@ -854,6 +854,58 @@ def test_grad_weight_phase_is_bitwise_deterministic(case, precision, monkeypatch
     assert ran
 
 
+def _spy_grad_input_phase(monkeypatch):
+    """The geometries grad_input_phase served (small problems and stride 1 too)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_PHASE", "anywhere")
+    return _spy(monkeypatch, "_grad_input_phase", lambda args: args[3])  # the geometry
+
+
+@pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
+@pytest.mark.parametrize("case", GRAD_WEIGHT_PHASE_CASES, ids=str)
+def test_grad_input_phase_kernel(case, mode, monkeypatch):
+    """grad_input_phase's gradients (3xTF32 and TF32) against float64, with
+    the usual tolerances, in poisoned memory (on grad_weight_phase's cases:
+    the same one-phase problems)."""
+    ran = _spy_grad_input_phase(monkeypatch)
+    test_backward(case, mode)
+    assert ran, "grad_input_phase did not run"
+
+
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_tails_g2")], ids=str)
+def test_grad_input_phase_64_bit_index(case, monkeypatch):
+    ran = _spy_grad_input_phase(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_backward(case, ("float32", "highest"))
+    assert ran
+
+
+def test_grad_input_phase_routing(monkeypatch):
+    """float32 P4-like problems (stride 2) take grad_input_phase in both
+    tensor-core modes; stride 1 (P1), 16-bit types and a dilation that is
+    not a multiple of the stride do not."""
+    from cupyconv import _cuda
+
+    ran = _spy(monkeypatch, "_grad_input_phase", lambda args: args[3])
+    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", _cuda.PACK_MIN_OUTPUT)  # the default size rule (_spy lowers it)
+    shapes = [
+        (Case("p4", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=2), True),
+        (Case("p1", 1, 2, 32, 64, (5,), (2048,), dilation=3), False),
+        (Case("s2_d3", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=3), False),
+    ]
+    rng = numpy.random.default_rng(6)
+    for case, expected in shapes:
+        x, w, _ = case.arrays(rng, numpy.float32)
+        gy = rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape)
+        for dtype, precision in FLOAT32_MODES + [("float16", "highest")]:
+            ran.clear()
+            dt = numpy_dtype(dtype)
+            _ops(case).backward(cupy.asarray(gy.astype(dt)), cupy.asarray(x.astype(dt)), cupy.asarray(w.astype(dt)), **case.kwargs,
+                                output_mask=(True, False, False), precision=precision)  # fmt: skip
+            assert bool(ran) == (expected and dtype == "float32"), (case.name, dtype, precision)
+
+
 def test_grad_weight_phase_routing(monkeypatch):
     """float32 P1- and P4-like problems take grad_weight_phase in both
     tensor-core modes; 16-bit ones, a dilation that is not a multiple of the

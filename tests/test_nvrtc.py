@@ -185,3 +185,37 @@ def test_grad_weight_phase_constants_and_spills(arch):
     assert set(reports) == set(lowered)
     spilled = [(lowered[m], int(s)) for m, s in reports.items() if int(s) > GRAD_WEIGHT_PHASE_SPILL]
     assert not spilled, f"spills: {spilled}"
+
+
+# grad_input_phase's 32-bit 3xTF32 builds spill up to 32 bytes, in the
+# copies of each stage (the SASS has no local loads or stores among the
+# MMAs); the one-pass builds spill nothing.
+GRAD_INPUT_PHASE_SPILL = {1: 0, 3: 32}
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_grad_input_phase_constants_and_spills(arch):
+    import re
+
+    text = _kernels.source("grad_input_phase.cu")
+    found = dict(re.findall(r"constexpr int (GIP_\w+) = (\d+);", text))
+    assert int(found["GIP_L"]) == _kernels.GRAD_INPUT_PHASE_POSITIONS
+    assert int(found["GIP_BM"]) == _kernels.GRAD_INPUT_PHASE_CHANNELS
+    assert int(found["GIP_J"]) == _kernels.GRAD_INPUT_PHASE_STAGE_CHANNELS
+    assert int(found["GIP_WROW"]) == _kernels.GRAD_INPUT_PHASE_WEIGHT_ROW
+    assert int(found["GIP_STAGES"]) == _kernels.GRAD_INPUT_PHASE_STAGES
+    assert int(found["GIP_THREADS"]) == _kernels.GRAD_INPUT_PHASE_THREADS
+    names = {_kernels.grad_input_phase_name("int", passes): passes for passes in _kernels.GRAD_INPUT_PHASE_PASSES}
+    program = nvrtc.createProgram(text, "grad_input_phase.cu", [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(program, name)
+        nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "-std=c++17", "-Xptxas=-v"])
+        log = nvrtc.getProgramLog(program)
+        lowered = {nvrtc.getLoweredName(program, name): name for name in names}
+    finally:
+        nvrtc.destroyProgram(program)
+    reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
+    assert set(reports) == set(lowered)
+    spilled = [(lowered[m], int(s)) for m, s in reports.items() if int(s) > GRAD_INPUT_PHASE_SPILL[names[lowered[m]]]]
+    assert not spilled, f"spills: {spilled}"

@@ -521,6 +521,75 @@ def test_grad_weight_phase_applies_where_documented():
     assert _kernels.grad_weight_phase_layout(geometry) is None  # 1D only
 
 
+def interpret_grad_input_phase(gy4, w, geometry):
+    """grad_input_phase's arithmetic, block by block and stage by stage: the
+    weight slice and the window of phase positions G[m] = gy[m * s - p]
+    each stage copies (zeros where the copies are not valid; unwritten
+    window slots NaN), the window columns each tap's B fragments read (reads
+    past the host's window fail an assertion), and the outputs each block
+    writes (counted: every one exactly once)."""
+    step, window, row, _ = _kernels.grad_input_phase_layout(geometry)
+    positions, bm, jc = _kernels.GRAD_INPUT_PHASE_POSITIONS, _kernels.GRAD_INPUT_PHASE_CHANNELS, _kernels.GRAD_INPUT_PHASE_STAGE_CHANNELS
+    assert row >= window and row % 32 in (8, 24)
+    batch, _, _, out_w = gy4.shape
+    in_w = geometry.input_shape4[3]
+    channels, out_channels, groups = geometry.in_channels_per_group, geometry.out_channels_per_group, geometry.groups
+    kernel, stride, padding = geometry.kernel[1], geometry.stride[1], geometry.padding[1]
+    w3 = w.reshape(groups * channels, out_channels, kernel)
+    out = numpy.zeros(geometry.input_shape4)
+    writes = numpy.zeros(geometry.input_shape4, dtype=numpy.int64)
+    for n in range(batch):
+        for group in range(groups):
+            for ci0 in range(0, channels, bm):
+                for l0 in range(0, in_w, positions):
+                    acc = numpy.zeros((bm, positions))
+                    for j0 in range(0, out_channels, jc):
+                        ws = numpy.zeros((kernel, bm, jc))
+                        ci, jj = ci0 + numpy.arange(bm), j0 + numpy.arange(jc)
+                        ok_c, ok_j = ci < channels, jj < out_channels
+                        ws[:, ok_c[:, None] & ok_j[None, :]] = w3[group * channels + ci[ok_c]][:, jj[ok_j]].transpose(2, 0, 1).reshape(kernel, -1)
+                        gs = numpy.full((jc, row), numpy.nan)
+                        o = (l0 + numpy.arange(window)) * stride - padding
+                        ok_o = (o >= 0) & (o < out_w)
+                        for r in range(jc):
+                            gs[r, :window] = 0.0
+                            if j0 + r < out_channels:
+                                gs[r, :window][ok_o] = gy4[n, group * out_channels + j0 + r, 0, o[ok_o]]
+                        for k in range(kernel):
+                            cols = numpy.arange(positions) + k * step
+                            assert cols.max() < window, "a B read outside the window"
+                            acc += ws[k] @ gs[:, cols]
+                    ci = ci0 + numpy.arange(bm)
+                    ll = l0 + numpy.arange(positions)
+                    ok_c, ok_l = ci < channels, ll < in_w
+                    rows = group * channels + ci[ok_c]
+                    out[n, rows, 0, ll[ok_l][0] : ll[ok_l][-1] + 1] = acc[numpy.ix_(ok_c, ok_l)]
+                    writes[n, rows, 0, ll[ok_l][0] : ll[ok_l][-1] + 1] += 1
+    assert (writes == 1).all(), "every output written once"
+    return out
+
+
+@pytest.mark.parametrize("case", GRAD_WEIGHT_PHASE_CASES, ids=str)
+def test_grad_input_phase_computes_grad_input(case):
+    rng = numpy.random.default_rng(16)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    gy = rng.standard_normal(geometry.output_shape4)
+    got = interpret_grad_input_phase(gy, w, geometry)
+    numpy.testing.assert_allclose(got, _torch_grads(x, w, gy, geometry)[0], rtol=1e-12, atol=1e-12)
+
+
+def test_grad_input_phase_applies_where_documented():
+    def layout(k=3, s=1, d=1):
+        geometry = _geometry.make_geometry(1, (2, 32, 1000), (32, 64, k), None, s, 0, 0, 1, d)
+        return _kernels.grad_input_phase_layout(geometry)
+
+    stage = lambda k, row: 4 * (k * 32 * 12 + 8 * row)  # noqa: E731
+    assert layout(k=3, s=2, d=2) == (1, 514, 520, 4 * stage(3, 520))  # P4: rows of 8 mod 32 floats
+    assert layout(k=5, d=3) == (3, 524, 536, 4 * stage(5, 536))  # P1: 24 mod 32
+    assert layout(k=3, s=2, d=3) is None and layout(k=1, s=4) == (0, 512, 520, 4 * stage(1, 520))
+
+
 def interpret_grad_input_taps(gy4, w, geometry, tile, dtype, vector, per_split):
     """grad_input_taps's arithmetic, block by block and stage by stage: each
     thread's vector slot walks k = j*K + t the way the kernel advances it

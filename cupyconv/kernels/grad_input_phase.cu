@@ -1,0 +1,150 @@
+// grad_input of a float32 1D transposed convolution whose taps all land on
+// one phase of grad_output (stride 1, a dilation that is a multiple of the
+// stride, or one tap), on TF32 tensor cores (one pass, or float32-accurate
+// 3xTF32):
+//
+//   grad_input[n, g*C + ci, l] = sum_{j, k} w[g*C + ci, j, k] * gy[n, g*M + j, l*s - p + k*d]
+//                              = sum_{j, k} w[g*C + ci, j, k] * G[n, j, l + k*e]
+//
+// with d = e*s and the phase sequence G[m] = gy[m*s - p] (zero outside
+// grad_output), read straight from grad_output.
+//
+// GEMM per (image, group): rows ci (32 a block), columns l (GIP_L = 512
+// positions a block, 64 a warp), reduction over (j, k) in chunks of 8
+// channels j, each chunk a cp.async stage holding
+//   * the weight w[ci, j0 .. j0 + 8, k] for every tap k, as [k][ci][12]
+//     floats (rows 12 floats apart: conflict-free ldmatrix for A);
+//   * the window G[j0 .. j0 + 8][l0 .. l0 + window) with window = GIP_L +
+//     (K - 1)*e, in rows of `row` floats (row = 8 or 24 mod 32: the scalar
+//     B reads of 4 channels x 8 positions fall in 32 distinct banks at every
+//     tap's shift).  4-byte copies, so that any stride, padding and row
+//     length work.
+// Tap k's k-step multiplies A = w[., ., k] (ci x 8 channels) by the window
+// moved k*e positions.  Eight warps, each 32 ci x 64 positions (2 x 8 m16n8
+// fragments); the sums are written straight from the accumulators (pairs of
+// floats), each output once.
+//
+// Requirements checked by the host: sm_80 or later; K == 1 or d % s == 0;
+// row >= window, row % 32 in {8, 24}; positions and phase indices in int.
+#include "common.cuh"
+#include "mma.cuh"
+
+constexpr int GIP_L = 512;        // positions a block
+constexpr int GIP_BM = 32;        // input channels ci a block
+constexpr int GIP_J = 8;          // channels j a stage (one k-step per tap)
+constexpr int GIP_WROW = 12;      // weight row stride, floats
+constexpr int GIP_STAGES = 4;
+constexpr int GIP_THREADS = 256;
+
+template <typename T, typename Index, int PASSES>
+__global__ void __launch_bounds__(GIP_THREADS, 2) grad_input_phase(
+    const T* __restrict__ gy,  // (batch, groups * out_channels, out_w)
+    const T* __restrict__ w,   // (groups * channels, out_channels, kernel_w)
+    T* __restrict__ gx,        // (batch, groups * channels, in_w)
+    int batch, int groups, int channels, int out_channels, int in_w, int out_w, int kernel_w,
+    int stride, int padding, int step,  // step: e = d / s, the phase positions between taps
+    int window, int row,                // window positions staged per stage, and their row stride (floats)
+    int l_tiles, int ci_tiles) {
+    static_assert(sizeof(T) == 4, "float: TF32 or 3xTF32");
+    typedef MmaOp<T, PASSES> Op;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int w_floats = kernel_w * GIP_BM * GIP_WROW;
+    const int stage_floats = w_floats + GIP_J * row;
+    auto w_tile = [&](int buf) { return reinterpret_cast<T*>(smem) + buf * stage_floats; };  // [K][BM][WROW]
+    auto g_tile = [&](int buf) { return w_tile(buf) + w_floats; };                        // [J][row]
+
+    // Block -> position tile fastest, then ci tile, group, image.
+    unsigned block = blockIdx.x;
+    const int l_tile = block % l_tiles;
+    block /= l_tiles;
+    const int ci_tile = block % ci_tiles;
+    block /= ci_tiles;
+    const int group = block % groups;
+    const Index n = block / groups;
+
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int g = lane / 4, t4 = lane % 4;
+    const int ci0 = ci_tile * GIP_BM, l0 = l_tile * GIP_L;
+    const Index gy_image = (n * groups + group) * out_channels;
+    const int chunks = (out_channels + GIP_J - 1) / GIP_J;
+
+    int chunk = 0;
+    auto load = [&](int buf) {
+        const int j0 = chunk * GIP_J;
+        ++chunk;
+        T* ws = w_tile(buf);
+        // the weight: (k, ci, j) with j fastest in memory order (ci, j, k) read back strided
+        for (int task = tid; task < kernel_w * GIP_BM * GIP_J; task += GIP_THREADS) {
+            const int jj = task % GIP_J, rest = task / GIP_J;
+            const int ci = rest % GIP_BM, k = rest / GIP_BM;
+            const bool valid = ci0 + ci < channels && j0 + jj < out_channels;
+            const T* src = w + ((static_cast<Index>(group) * channels + ci0 + ci) * out_channels + j0 + jj) * kernel_w + k;
+            cp_async_small<4>(ws + (k * GIP_BM + ci) * GIP_WROW + jj, valid ? src : w, valid);
+        }
+        T* gs = g_tile(buf);
+#pragma unroll 1
+        for (int r = 0; r < GIP_J; ++r) {
+            const int j = j0 + r;
+            const T* gy_row = gy + (gy_image + min(j, out_channels - 1)) * out_w;
+            for (int i = tid; i < window; i += GIP_THREADS) {
+                const int o = (l0 + i) * stride - padding;
+                const bool valid = j < out_channels && o >= 0 && o < out_w;
+                cp_async_small<4>(gs + r * row + i, valid ? gy_row + o : gy, valid);
+            }
+        }
+    };
+
+    const int lw = warp * 64;  // the warp's 64 positions
+    float acc[2][8][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][jj][e] = 0.0f;
+
+    cp_async_pipeline<GIP_STAGES>(chunks, load, [&](int buf) {
+        const T* ws = w_tile(buf);
+        const T* gs = g_tile(buf);
+#pragma unroll 1
+        for (int k = 0; k < kernel_w; ++k) {
+            typename Op::A af[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                // lanes 0-15: rows i*16 + lane, channels 0-3; lanes 16-31: channels 4-7
+                unsigned raw[4];
+                ldmatrix_x4(raw, ws + (k * GIP_BM + i * 16 + (lane & 15)) * GIP_WROW + (lane >> 4) * 4);
+                Op::make(af[i], raw);
+            }
+            const T* at = gs + t4 * row + lw + g + k * step;  // b0 = G[t4][l + g + k*e], b1 = G[t4 + 4][...]
+#pragma unroll
+            for (int jj = 0; jj < 8; ++jj) {
+                typename Op::B bf;
+                const unsigned raw[2] = {__float_as_uint(at[jj * 8]), __float_as_uint(at[4 * row + jj * 8])};
+                Op::make(bf, raw);
+#pragma unroll
+                for (int i = 0; i < 2; ++i) Op::mma(acc[i][jj], af[i], bf);
+            }
+        }
+    });
+
+    // C fragment: rows g and g + 8 (ci), columns 2*t4 and 2*t4 + 1 (l).
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int ci = ci0 + i * 16 + g + h * 8;
+            if (ci >= channels) continue;
+            T* out_row = gx + ((n * groups + group) * channels + ci) * static_cast<Index>(in_w);
+#pragma unroll
+            for (int jj = 0; jj < 8; ++jj) {
+                const int l = l0 + lw + jj * 8 + 2 * t4;
+                if (l + 1 < in_w && (in_w % 2 == 0)) {
+                    *reinterpret_cast<float2*>(out_row + l) = make_float2(acc[i][jj][2 * h], acc[i][jj][2 * h + 1]);
+                } else {
+                    if (l < in_w) out_row[l] = acc[i][jj][2 * h];
+                    if (l + 1 < in_w) out_row[l + 1] = acc[i][jj][2 * h + 1];
+                }
+            }
+        }
+}
