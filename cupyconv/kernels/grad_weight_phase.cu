@@ -35,10 +35,6 @@
 #include "common.cuh"
 #include "mma.cuh"
 
-#ifndef GWP_ITEM_SUMS
-#define GWP_ITEM_SUMS 0
-#endif
-
 constexpr int GWP_P = 64;                  // reduction positions per item
 constexpr int GWP_XS = GWP_P + 4;          // x row stride, floats
 constexpr int GWP_BM = 32;                 // input channels ci per block
@@ -131,17 +127,6 @@ __global__ void __launch_bounds__(GWP_THREADS, TAPS <= 5 ? 2 : 1) grad_weight_ph
     cp_async_pipeline<GWP_STAGES>(count, load, [&](int buf) {
         const T* xs = x_tile(buf);
         const T* gs = g_tile(buf);
-#if GWP_ITEM_SUMS
-        float item_acc[TAPS][2][2][4];
-#pragma unroll
-        for (int t = 0; t < TAPS; ++t)
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-#pragma unroll
-                for (int jj = 0; jj < 2; ++jj)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) item_acc[t][i][jj][e] = 0.0f;
-#endif
 #pragma unroll 1
         for (int kk = 0; kk < KSTEPS; ++kk) {
             const int kp = (half * KSTEPS + kk) * KSTEP;  // the k-step's first position in the item
@@ -166,33 +151,9 @@ __global__ void __launch_bounds__(GWP_THREADS, TAPS <= 5 ? 2 : 1) grad_weight_ph
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
 #pragma unroll
-                    for (int jj = 0; jj < 2; ++jj) {
-#if GWP_ITEM_SUMS
-                        if constexpr (PASSES == 3) {
-                            mma_tf32(item_acc[t][i][jj], af[i].lo, bf[jj].hi);
-                            mma_tf32(item_acc[t][i][jj], af[i].hi, bf[jj].lo);
-                            mma_tf32(item_acc[t][i][jj], af[i].hi, bf[jj].hi);
-                        } else {
-                            Op::mma(acc[t][i][jj], af[i], bf[jj]);
-                        }
-#else
-                        Op::mma(acc[t][i][jj], af[i], bf[jj]);
-#endif
-                    }
+                    for (int jj = 0; jj < 2; ++jj) Op::mma(acc[t][i][jj], af[i], bf[jj]);
             }
         }
-#if GWP_ITEM_SUMS
-        if constexpr (PASSES == 3) {
-#pragma unroll
-            for (int t = 0; t < TAPS; ++t)
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-#pragma unroll
-                    for (int jj = 0; jj < 2; ++jj)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) acc[t][i][jj][e] += item_acc[t][i][jj][e];
-        }
-#endif
     });
 
     // The two halves' sums: warps 4-7 stage theirs (lane fastest, no bank
