@@ -881,20 +881,15 @@ def test_grad_input_phase_64_bit_index(case, monkeypatch):
     assert ran
 
 
-def test_grad_input_phase_routing(monkeypatch):
-    """float32 P4-like problems (stride 2) take grad_input_phase in both
-    tensor-core modes; stride 1 (P1), 16-bit types and a dilation that is
-    not a multiple of the stride do not."""
+def _check_phase_routing(monkeypatch, dispatcher, output_mask, shapes, seed):
+    """Each (case, expected) of `shapes` runs the backward pass (output_mask)
+    in both float32 tensor-core modes and float16 at the default size rule;
+    _cuda.<dispatcher> must serve it exactly where expected in float32."""
     from cupyconv import _cuda
 
-    ran = _spy(monkeypatch, "_grad_input_phase", lambda args: args[3])
+    ran = _spy(monkeypatch, dispatcher, lambda args: args[3])
     monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", _cuda.PACK_MIN_OUTPUT)  # the default size rule (_spy lowers it)
-    shapes = [
-        (Case("p4", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=2), True),
-        (Case("p1", 1, 2, 32, 64, (5,), (2048,), dilation=3), False),
-        (Case("s2_d3", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=3), False),
-    ]
-    rng = numpy.random.default_rng(6)
+    rng = numpy.random.default_rng(seed)
     for case, expected in shapes:
         x, w, _ = case.arrays(rng, numpy.float32)
         gy = rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape)
@@ -902,35 +897,35 @@ def test_grad_input_phase_routing(monkeypatch):
             ran.clear()
             dt = numpy_dtype(dtype)
             _ops(case).backward(cupy.asarray(gy.astype(dt)), cupy.asarray(x.astype(dt)), cupy.asarray(w.astype(dt)), **case.kwargs,
-                                output_mask=(True, False, False), precision=precision)  # fmt: skip
+                                output_mask=output_mask, precision=precision)  # fmt: skip
             assert bool(ran) == (expected and dtype == "float32"), (case.name, dtype, precision)
+
+
+_PHASE_P1 = Case("p1", 1, 2, 32, 64, (5,), (2048,), dilation=3)
+_PHASE_P4 = Case("p4", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=2)
+_PHASE_S2_D3 = Case("s2_d3", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=3)
+
+
+def test_grad_input_phase_routing(monkeypatch):
+    """float32 P4-like problems (stride 2) take grad_input_phase in both
+    tensor-core modes; stride 1 (P1), 16-bit types and a dilation that is
+    not a multiple of the stride do not."""
+    shapes = [(_PHASE_P4, True), (_PHASE_P1, False), (_PHASE_S2_D3, False)]
+    _check_phase_routing(monkeypatch, "_grad_input_phase", (True, False, False), shapes, 6)
 
 
 def test_grad_weight_phase_routing(monkeypatch):
     """float32 P1- and P4-like problems take grad_weight_phase in both
     tensor-core modes; 16-bit ones, a dilation that is not a multiple of the
     stride, few channels and P2's 4 x 2 channel tiles do not."""
-    from cupyconv import _cuda
-
-    ran = _spy(monkeypatch, "_grad_weight_phase", lambda args: args[3])
-    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", _cuda.PACK_MIN_OUTPUT)  # the default size rule (_spy lowers it)
     shapes = [
-        (Case("p1", 1, 2, 32, 64, (5,), (2048,), dilation=3), True),
-        (Case("p4", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=2), True),
-        (Case("s2_d3", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=3), False),
+        (_PHASE_P1, True),
+        (_PHASE_P4, True),
+        (_PHASE_S2_D3, False),
         (Case("c8", 1, 2, 8, 64, (3,), (4096,), padding=1), False),
         (Case("p2", 1, 2, 128, 128, (3,), (1024,), padding=1), False),
     ]
-    rng = numpy.random.default_rng(5)
-    for case, expected in shapes:
-        x, w, _ = case.arrays(rng, numpy.float32)
-        gy = rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape)
-        for dtype, precision in FLOAT32_MODES + [("float16", "highest")]:
-            ran.clear()
-            dt = numpy_dtype(dtype)
-            _ops(case).backward(cupy.asarray(gy.astype(dt)), cupy.asarray(x.astype(dt)), cupy.asarray(w.astype(dt)), **case.kwargs,
-                                output_mask=(False, True, False), precision=precision)  # fmt: skip
-            assert bool(ran) == (expected and dtype == "float32"), (case.name, dtype, precision)
+    _check_phase_routing(monkeypatch, "_grad_weight_phase", (False, True, False), shapes, 5)
 
 
 @contextlib.contextmanager

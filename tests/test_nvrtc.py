@@ -148,6 +148,25 @@ def test_grouped_forward_and_gather_constants_match_the_host():
     assert int(found["GATHER_THREADS"]) == _kernels.GATHER_THREADS and int(found["GATHER_ELEMS"]) == _kernels.GATHER_ELEMS
 
 
+def _spill_bytes(filename: str, names, arch: str) -> dict:
+    """{instantiation: spill-store bytes} as ptxas reports them for `arch`
+    (every name must have its report)."""
+    import re
+
+    program = nvrtc.createProgram(_kernels.source(filename), filename, [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(program, name)
+        nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "-std=c++17", "-Xptxas=-v"])
+        log = nvrtc.getProgramLog(program)
+        lowered = {nvrtc.getLoweredName(program, name): name for name in names}
+    finally:
+        nvrtc.destroyProgram(program)
+    reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
+    assert set(reports) == set(lowered)
+    return {lowered[m]: int(b) for m, b in reports.items()}
+
+
 # grad_weight_phase's 32-bit builds spill at most one register: a
 # loop-invariant value stored before the main loop and reloaded by the
 # epilogue (the 3-tap 3xTF32 build on sm_90, checked in its SASS: no local
@@ -172,18 +191,7 @@ def test_grad_weight_phase_constants_and_spills(arch):
     assert int(found["GWP_THREADS"]) == _kernels.GRAD_WEIGHT_PHASE_THREADS
     names = [n for f, n in _kernels.all_instantiations() if f == "grad_weight_phase.cu" and ", int," in n]
     assert len(names) == len(_kernels.GRAD_WEIGHT_PHASE_TAPS) * len(_kernels.GRAD_WEIGHT_PHASE_PASSES)
-    program = nvrtc.createProgram(text, "grad_weight_phase.cu", [], [])
-    try:
-        for name in names:
-            nvrtc.addNameExpression(program, name)
-        nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "-std=c++17", "-Xptxas=-v"])
-        log = nvrtc.getProgramLog(program)
-        lowered = {nvrtc.getLoweredName(program, name): name for name in names}
-    finally:
-        nvrtc.destroyProgram(program)
-    reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
-    assert set(reports) == set(lowered)
-    spilled = [(lowered[m], int(s)) for m, s in reports.items() if int(s) > GRAD_WEIGHT_PHASE_SPILL]
+    spilled = [(name, b) for name, b in _spill_bytes("grad_weight_phase.cu", names, arch).items() if b > GRAD_WEIGHT_PHASE_SPILL]
     assert not spilled, f"spills: {spilled}"
 
 
@@ -206,16 +214,5 @@ def test_grad_input_phase_constants_and_spills(arch):
     assert int(found["GIP_STAGES"]) == _kernels.GRAD_INPUT_PHASE_STAGES
     assert int(found["GIP_THREADS"]) == _kernels.GRAD_INPUT_PHASE_THREADS
     names = {_kernels.grad_input_phase_name("int", passes): passes for passes in _kernels.GRAD_INPUT_PHASE_PASSES}
-    program = nvrtc.createProgram(text, "grad_input_phase.cu", [], [])
-    try:
-        for name in names:
-            nvrtc.addNameExpression(program, name)
-        nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "-std=c++17", "-Xptxas=-v"])
-        log = nvrtc.getProgramLog(program)
-        lowered = {nvrtc.getLoweredName(program, name): name for name in names}
-    finally:
-        nvrtc.destroyProgram(program)
-    reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
-    assert set(reports) == set(lowered)
-    spilled = [(lowered[m], int(s)) for m, s in reports.items() if int(s) > GRAD_INPUT_PHASE_SPILL[names[lowered[m]]]]
+    spilled = [(name, b) for name, b in _spill_bytes("grad_input_phase.cu", names, arch).items() if b > GRAD_INPUT_PHASE_SPILL[names[name]]]
     assert not spilled, f"spills: {spilled}"
