@@ -1259,6 +1259,10 @@ def _depthwise_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, w
 # GEMMs' tensor-core tiles would be mostly padding.  False keeps the GEMMs.
 USE_GROUPED_BACKWARD = True
 GROUPED_MIN_INPUT = 1 << 16  # input elements; smaller problems keep the GEMMs
+# float32 problems with 8 or 16 channels a group take the pipelined build
+# (_kernels.grouped_backward_pipes: two cp.async staging buffers); False keeps
+# the one-buffer build.
+GROUPED_PIPE = True
 
 
 def _grouped_backward_routed(geometry: Geometry, dtype: str) -> bool:
@@ -1268,12 +1272,14 @@ def _grouped_backward_routed(geometry: Geometry, dtype: str) -> bool:
 @functools.lru_cache(maxsize=1024)
 def _grouped_backward_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, want_input: bool, want_weight: bool):
     """(grouped_backward launch, workspace shape or None, sum_splits launch or
-    None): the longest item (GROUPED_TILES) whose staging fits two blocks a
-    multiprocessor; splits of the (image, item) list sized for about four
-    blocks a multiprocessor, and where grad_weight is wanted short enough that
-    a lane sums at most GROUPED_MAX_SPLIT_SUM products in float."""
+    None): the pipelined build where it applies (GROUPED_PIPE); the longest
+    item (GROUPED_TILES) whose staging (two buffers when pipelined) fits two
+    blocks a multiprocessor; splits of the (image, item) list sized for about
+    four blocks a multiprocessor, and where grad_weight is wanted short enough
+    that a lane sums at most GROUPED_MAX_SPLIT_SUM products in float."""
+    pipe = GROUPED_PIPE and _kernels.grouped_backward_pipes(geometry, dtype)
     for tile in _kernels.GROUPED_TILES:
-        span, phase_row, m_row, shared = _kernels.grouped_backward_layout(geometry, tile, want_input, want_weight)
+        span, phase_row, m_row, shared = _kernels.grouped_backward_layout(geometry, tile, want_input, want_weight, 2 if pipe else 1)
         if shared <= _kernels.GROUPED_MAX_SHARED:
             break
     batch, _, _, in_w = geometry.input_shape4
@@ -1289,7 +1295,7 @@ def _grouped_backward_plan(geometry: Geometry, dtype: str, index: str, multiproc
         _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(geometry.dilation[1]),
         _i32(tile), _i32(span), _i32(phase_row), _i32(m_row), _i32(tiles), _i64(items), _i32(per_split),
     )  # fmt: skip
-    name = _kernels.grouped_backward_name(dtype, index, geometry.in_channels_per_group, geometry.kernel[1])
+    name = _kernels.grouped_backward_name(dtype, index, geometry.in_channels_per_group, geometry.kernel[1], pipe)
     launch = _Launch("grouped_backward.cu", name, _blocks_for(geometry.groups * splits), _kernels.GROUPED_THREADS, scalars, shared)
     if not want_weight:
         return launch, None, None

@@ -1137,7 +1137,28 @@ def test_grouped_backward_64_bit_index(case, monkeypatch):
     ran = _spy_grouped_backward(monkeypatch)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     test_backward(case, ("float16", "highest"))
+    test_backward(case, ("float32", "highest"))  # the pipelined build
     assert ran
+
+
+@pytest.mark.parametrize("pipe", [True, False], ids=["pipelined", "one-buffer"])
+@pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name != "gb_c4_m32"], ids=str)
+def test_grouped_backward_float32_builds(case, pipe, monkeypatch):
+    """float32 with 8 or 16 channels a group runs the pipelined build (two
+    cp.async staging buffers, grad_input's channels in two parts) unless
+    GROUPED_PIPE is off, then the one-buffer build: both against float64 in
+    both float32 modes, and the launched names show which ran."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "GROUPED_PIPE", pipe)
+    ran = _spy_grouped_backward(monkeypatch)
+    launched, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (launched.append(plan.name), launch(plan, arrays))[1])
+    for mode in (("float32", "highest"), ("float32", "tf32")):
+        test_backward(case, mode)
+    assert ran and all(_kernels.grouped_backward_pipes(geometry, "float32") for geometry in ran)
+    builds = [name for name in launched if name.startswith("grouped_backward<")]
+    assert builds and all(name.endswith(", true>") == pipe for name in builds)
 
 
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float16", "highest")], ids=["float32", "float16"])
