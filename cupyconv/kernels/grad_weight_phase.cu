@@ -80,8 +80,19 @@ __global__ void __launch_bounds__(GWP_THREADS, TAPS <= 5 ? 2 : 1) grad_weight_ph
     const Index first = static_cast<Index>(split) * items_per_split;
     const int count = static_cast<int>(min(static_cast<Index>(items_per_split), items - first));
 
-    // Copies of item `it` into buffer `buf`; zeros past the channels, past
-    // in_w and outside grad_output.
+    // Copies of the next item into buffer `buf`; zeros past the channels, past
+    // in_w and outside grad_output.  16-byte copies where the rows allow
+    // (x: in_w % 4 == 0; the window: stride 1 and every item's first
+    // position a multiple of 4), else 4 bytes.  Each thread's (row, position)
+    // is stepped from its first by the fixed stride of 256 tasks: the copies'
+    // index arithmetic was about 40% of the kernel's instructions when every
+    // copy divided its task index (SASS, P1).
+    const bool x_vectors = in_w % 4 == 0 && reinterpret_cast<unsigned long long>(x) % 16 == 0;
+    const bool g_vectors = stride == 1 && out_w % 4 == 0 && ((k0 * step - padding) & 3) == 0 &&
+                           reinterpret_cast<unsigned long long>(gy) % 16 == 0;
+    const int g_len = g_vectors ? (window + 3) / 4 : window;  // copies a window row
+    const int g_row0 = tid / g_len, g_col0 = tid % g_len;
+    const int g_rows_step = GWP_THREADS / g_len, g_cols_step = GWP_THREADS % g_len;
     Index item = first;
     auto load = [&](int buf) {
         const Index n = item / per_image;
@@ -89,25 +100,41 @@ __global__ void __launch_bounds__(GWP_THREADS, TAPS <= 5 ? 2 : 1) grad_weight_ph
         ++item;
         const Index image = n * groups + group;
         T* xs = x_tile(buf);
-#pragma unroll 1
-        for (int i = 0; i < GWP_BM * GWP_P / GWP_THREADS; ++i) {
-            const int task = tid + i * GWP_THREADS;
-            const int r = task / GWP_P, c = task % GWP_P;
-            const int ci = ci0 + r, l = l0 + c;
-            const bool valid = ci < channels && l < in_w;
-            const T* src = valid ? x + (image * channels + ci) * in_w + l : x;
-            cp_async_small<4>(xs + r * GWP_XS + c, src, valid);
+        const T* x_image = x + (image * channels + ci0) * in_w + l0;  // row r at + r * in_w
+        if (x_vectors) {
+#pragma unroll
+            for (int i = 0; i < GWP_BM * GWP_P / 4 / GWP_THREADS; ++i) {
+                const int task = tid + i * GWP_THREADS, r = task / (GWP_P / 4), c = task % (GWP_P / 4) * 4;
+                const bool valid = ci0 + r < channels && l0 + c < in_w;
+                cp_async16(xs + r * GWP_XS + c, valid ? x_image + static_cast<Index>(r) * in_w + c : x, valid);
+            }
+        } else {
+#pragma unroll 4
+            for (int i = 0; i < GWP_BM * GWP_P / GWP_THREADS; ++i) {
+                const int task = tid + i * GWP_THREADS, r = task / GWP_P, c = task % GWP_P;
+                const bool valid = ci0 + r < channels && l0 + c < in_w;
+                cp_async_small<4>(xs + r * GWP_XS + c, valid ? x_image + static_cast<Index>(r) * in_w + c : x, valid);
+            }
         }
         T* gs = g_tile(buf);
-        const int m0 = l0 + k0 * step;
-#pragma unroll 1
-        for (int r = warp; r < GWP_BN; r += GWP_THREADS / 32) {
-            const int j = j0 + r;
-            const T* gy_row = gy + (image * out_channels + min(j, out_channels - 1)) * out_w;
-            for (int w = lane; w < window; w += 32) {
-                const int o = (m0 + w) * stride - padding;
-                const bool valid = j < out_channels && o >= 0 && o < out_w;
-                cp_async_small<4>(gs + r * row + w, valid ? gy_row + o : gy, valid);
+        const int o0 = (l0 + k0 * step) * stride - padding;  // grad_output position of window position 0
+        const T* g_image = gy + (image * out_channels + j0) * out_w;
+        int r = g_row0, c = g_col0;
+        if (g_vectors) {
+            for (; r < GWP_BN; r += g_rows_step) {
+                const int o = o0 + 4 * c;
+                const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
+                cp_async16(gs + r * row + 4 * c, valid ? g_image + static_cast<Index>(r) * out_w + o : gy, valid);
+                c += g_cols_step;
+                if (c >= g_len) c -= g_len, ++r;
+            }
+        } else {
+            for (; r < GWP_BN; r += g_rows_step) {
+                const int o = o0 + c * stride;
+                const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
+                cp_async_small<4>(gs + r * row + c, valid ? g_image + static_cast<Index>(r) * out_w + o : gy, valid);
+                c += g_cols_step;
+                if (c >= g_len) c -= g_len, ++r;
             }
         }
     };
