@@ -169,8 +169,8 @@ def _spill_bytes(filename: str, names, arch: str) -> dict:
 
 # grad_weight_phase's 32-bit builds spill at most one register: a
 # loop-invariant value stored before the main loop and reloaded by the
-# epilogue (the 3-tap 3xTF32 build on sm_90, checked in its SASS: no local
-# loads or stores among the MMAs).
+# copies (the 5-tap 3xTF32 build on sm_90: a thread's first window column;
+# checked in its SASS: no local loads or stores among the MMAs).
 GRAD_WEIGHT_PHASE_SPILL = 4
 
 
@@ -195,10 +195,11 @@ def test_grad_weight_phase_constants_and_spills(arch):
     assert not spilled, f"spills: {spilled}"
 
 
-# grad_input_phase's 32-bit 3xTF32 builds spill up to 32 bytes, in the
+# grad_input_phase's 32-bit 3xTF32 builds spill up to 36 bytes, in the
 # copies of each stage (the SASS has no local loads or stores among the
-# MMAs); the one-pass builds spill nothing.
-GRAD_INPUT_PHASE_SPILL = {1: 0, 3: 32}
+# MMAs; the stepped window copies, 5% faster on P4, took the limit from 32
+# to 36); the one-pass builds spill nothing.
+GRAD_INPUT_PHASE_SPILL = {1: 0, 3: 36}
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

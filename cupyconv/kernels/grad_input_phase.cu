@@ -81,16 +81,18 @@ __global__ void __launch_bounds__(GIP_THREADS, 2) grad_input_phase(
             const T* src = w + ((static_cast<Index>(group) * channels + ci0 + ci) * out_channels + j0 + jj) * kernel_w + k;
             cp_async_small<4>(ws + (k * GIP_BM + ci) * GIP_WROW + jj, valid ? src : w, valid);
         }
+        // The window: GIP_J rows of `window` positions as one list of tasks,
+        // each thread's (row, position) stepped by 256 tasks (no division).
         T* gs = g_tile(buf);
-#pragma unroll 1
-        for (int r = 0; r < GIP_J; ++r) {
-            const int j = j0 + r;
-            const T* gy_row = gy + (gy_image + min(j, out_channels - 1)) * out_w;
-            for (int i = tid; i < window; i += GIP_THREADS) {
-                const int o = (l0 + i) * stride - padding;
-                const bool valid = j < out_channels && o >= 0 && o < out_w;
-                cp_async_small<4>(gs + r * row + i, valid ? gy_row + o : gy, valid);
-            }
+        const T* g_rows = gy + (gy_image + j0) * out_w;
+        const int g_rows_step = GIP_THREADS / window, g_cols_step = GIP_THREADS % window;
+        int r = tid / window, i = tid % window;
+        for (; r < GIP_J; r += g_rows_step) {
+            const int o = (l0 + i) * stride - padding;
+            const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
+            cp_async_small<4>(gs + r * row + i, valid ? g_rows + static_cast<Index>(r) * out_w + o : gy, valid);
+            i += g_cols_step;
+            if (i >= window) i -= window, ++r;
         }
     };
 
