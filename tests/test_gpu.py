@@ -907,10 +907,16 @@ _PHASE_S2_D3 = Case("s2_d3", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, d
 
 
 def test_grad_input_phase_routing(monkeypatch):
-    """float32 P4-like problems (stride 2) take grad_input_phase in both
-    tensor-core modes; stride 1 (P1), 16-bit types and a dilation that is
+    """float32 P4-like problems (stride 2) and stride-1 problems with one tile
+    of input channels a group (P1) take grad_input_phase in both tensor-core
+    modes; wider stride-1 groups (P2), 16-bit types and a dilation that is
     not a multiple of the stride do not."""
-    shapes = [(_PHASE_P4, True), (_PHASE_P1, False), (_PHASE_S2_D3, False)]
+    shapes = [
+        (_PHASE_P4, True),
+        (_PHASE_P1, True),
+        (Case("p2", 1, 2, 128, 128, (3,), (1024,), padding=1), False),
+        (_PHASE_S2_D3, False),
+    ]
     _check_phase_routing(monkeypatch, "_grad_input_phase", (True, False, False), shapes, 6)
 
 

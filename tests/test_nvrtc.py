@@ -195,11 +195,12 @@ def test_grad_weight_phase_constants_and_spills(arch):
     assert not spilled, f"spills: {spilled}"
 
 
-# grad_input_phase's 32-bit 3xTF32 builds spill up to 36 bytes, in the
+# grad_input_phase's 32-bit 3xTF32 builds spill up to 48 bytes, in the
 # copies of each stage (the SASS has no local loads or stores among the
-# MMAs; the stepped window copies, 5% faster on P4, took the limit from 32
-# to 36); the one-pass builds spill nothing.
-GRAD_INPUT_PHASE_SPILL = {1: 0, 3: 36}
+# MMAs; the stepped and 16-byte window copies, which made P1's stride-1
+# grad_input 10% faster than conv_window, took the limit from 32 to 48);
+# the one-pass builds spill nothing.
+GRAD_INPUT_PHASE_SPILL = {1: 0, 3: 48}
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

@@ -68,6 +68,7 @@ __global__ void __launch_bounds__(GIP_THREADS, 2) grad_input_phase(
     const Index gy_image = (n * groups + group) * out_channels;
     const int chunks = (out_channels + GIP_J - 1) / GIP_J;
 
+    const bool g_vectors = stride == 1 && out_w % 4 == 0 && ((l0 - padding) & 3) == 0 && reinterpret_cast<unsigned long long>(gy) % 16 == 0;
     int chunk = 0;
     auto load = [&](int buf) {
         const int j0 = chunk * GIP_J;
@@ -81,18 +82,31 @@ __global__ void __launch_bounds__(GIP_THREADS, 2) grad_input_phase(
             const T* src = w + ((static_cast<Index>(group) * channels + ci0 + ci) * out_channels + j0 + jj) * kernel_w + k;
             cp_async_small<4>(ws + (k * GIP_BM + ci) * GIP_WROW + jj, valid ? src : w, valid);
         }
-        // The window: GIP_J rows of `window` positions as one list of tasks,
-        // each thread's (row, position) stepped by 256 tasks (no division).
+        // The window: GIP_J rows of `window` positions (16-byte copies of 4
+        // where the rows allow: stride 1, whole vectors from the block's first
+        // position) as one list of tasks, each thread's (row, position)
+        // stepped by 256 tasks (no division).
         T* gs = g_tile(buf);
         const T* g_rows = gy + (gy_image + j0) * out_w;
-        const int g_rows_step = GIP_THREADS / window, g_cols_step = GIP_THREADS % window;
-        int r = tid / window, i = tid % window;
-        for (; r < GIP_J; r += g_rows_step) {
-            const int o = (l0 + i) * stride - padding;
-            const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
-            cp_async_small<4>(gs + r * row + i, valid ? g_rows + static_cast<Index>(r) * out_w + o : gy, valid);
-            i += g_cols_step;
-            if (i >= window) i -= window, ++r;
+        const int g_len = g_vectors ? (window + 3) / 4 : window;
+        const int g_rows_step = GIP_THREADS / g_len, g_cols_step = GIP_THREADS % g_len;
+        int r = tid / g_len, c = tid % g_len;
+        if (g_vectors) {
+            for (; r < GIP_J; r += g_rows_step) {
+                const int o = l0 - padding + 4 * c;
+                const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
+                cp_async16(gs + r * row + 4 * c, valid ? g_rows + static_cast<Index>(r) * out_w + o : gy, valid);
+                c += g_cols_step;
+                if (c >= g_len) c -= g_len, ++r;
+            }
+        } else {
+            for (; r < GIP_J; r += g_rows_step) {
+                const int o = (l0 + c) * stride - padding;
+                const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
+                cp_async_small<4>(gs + r * row + c, valid ? g_rows + static_cast<Index>(r) * out_w + o : gy, valid);
+                c += g_cols_step;
+                if (c >= g_len) c -= g_len, ++r;
+            }
         }
     };
 
