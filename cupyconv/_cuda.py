@@ -717,10 +717,13 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
 
 # grad_input_phase takes float32 1D grad_input on tensor cores where every
 # tap lands on one phase of grad_output and the stride is above 1 (perf
-# notes v18: P4); GRAD_INPUT_PHASE_STRIDE_ONE lets it take stride 1 too.
-# False keeps the other kernels; "anywhere" lifts the size rule (tests).
+# notes v18: P4), and at stride 1 where one tile of input channels covers a
+# group (GRAD_INPUT_PHASE_STRIDE_ONE: each grad_output element read by one
+# block, in 16-byte copies; perf notes v19: P1); True takes every stride-1
+# problem, False none.  USE_GRAD_INPUT_PHASE False keeps the other kernels;
+# "anywhere" lifts the size and stride rules (tests).
 USE_GRAD_INPUT_PHASE = True
-GRAD_INPUT_PHASE_STRIDE_ONE = False
+GRAD_INPUT_PHASE_STRIDE_ONE = "one_tile"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -746,13 +749,17 @@ def _grad_input_phase_plan(geometry: Geometry, index: str, passes: int, max_shar
     return _Launch("grad_input_phase.cu", name, blocks, _kernels.GRAD_INPUT_PHASE_THREADS, scalars, shared)
 
 
+def _grad_input_phase_stride_one(geometry: Geometry) -> bool:
+    if GRAD_INPUT_PHASE_STRIDE_ONE == "one_tile":
+        return geometry.in_channels_per_group <= _kernels.GRAD_INPUT_PHASE_CHANNELS
+    return bool(GRAD_INPUT_PHASE_STRIDE_ONE)
+
+
 def _grad_input_phase(gy4, weight, grad4, geometry: Geometry, dtype: str, passes: int) -> bool:
     """Runs grad_input with grad_input_phase if it is routed; False if not."""
     if not USE_GRAD_INPUT_PHASE or dtype != "float32" or passes not in _kernels.GRAD_INPUT_PHASE_PASSES or grad4.data.ptr % 8:
         return False
-    if USE_GRAD_INPUT_PHASE != "anywhere" and (
-        gy4.size < WINDOW_MIN_OUTPUT or (geometry.stride[1] == 1 and not GRAD_INPUT_PHASE_STRIDE_ONE)
-    ):
+    if USE_GRAD_INPUT_PHASE != "anywhere" and (gy4.size < WINDOW_MIN_OUTPUT or (geometry.stride[1] == 1 and not _grad_input_phase_stride_one(geometry))):
         return False
     index = _kernels.index_type(gy4.size, weight.size, grad4.size)
     plan = _grad_input_phase_plan(geometry, index, passes, _max_shared())
@@ -1606,13 +1613,16 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     return grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
 
 
+BIAS_BLOCKS_PER_MULTIPROCESSOR = 4  # grad_bias_partial's splits: about this many blocks a multiprocessor
+
+
 @functools.lru_cache(maxsize=1024)
 def _grad_bias_plan(geometry: Geometry, dtype: str, multiprocessors: int):
     """(grad_bias_partial launch, workspace shape, sum_splits launch)."""
     channels = geometry.out_channels
     plane = geometry.out_size[0] * geometry.out_size[1]
     total = geometry.batch * plane
-    splits = _splits(channels, total, 16 * _kernels.BIAS_THREADS, multiprocessors)
+    splits = _splits(channels, total, 16 * _kernels.BIAS_THREADS, multiprocessors, BIAS_BLOCKS_PER_MULTIPROCESSOR)
     per_split = -(-total // splits)
     splits = -(-total // per_split)
     scalars = (_i32(geometry.batch), _i32(channels), _i64(plane), _i64(per_split), _i32(splits))
