@@ -322,10 +322,12 @@ def _spy(monkeypatch, name, record):
 
 def _spy_window(monkeypatch):
     """The passes (forward, grad_input) conv_window ran (conv_wgmma kept off,
-    so that on Hopper too the tf32 and 16-bit passes reach conv_window)."""
+    so that on Hopper too the tf32 and 16-bit passes reach conv_window; and
+    grad_input_phase off at stride 1, where it is routed ahead of both)."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "USE_WGMMA", False)
+    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
     return _spy(monkeypatch, "_window", lambda args: args[5])
 
 
@@ -337,10 +339,11 @@ def _is_hopper() -> bool:
 
 def _spy_wgmma(monkeypatch):
     """The passes (forward, grad_input) conv_wgmma ran (wherever it fits, not
-    only where its routing rule sends it)."""
+    only where its routing rule sends it; grad_input_phase off at stride 1)."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "USE_RESIDENT", False)
+    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
     monkeypatch.setattr(_cuda, "WGMMA_MAX_ROWS", 1 << 30)
     monkeypatch.setattr(_cuda, "WGMMA_MIN_TAPS", 0)
     return _spy(monkeypatch, "_wgmma", lambda args: args[5])
@@ -349,11 +352,14 @@ def _spy_wgmma(monkeypatch):
 def _spy_resident(monkeypatch, multiprocessors=None):
     """The passes (forward, grad_input) conv_wgmma_resident ran (wherever it
     fits).  With `multiprocessors`, its grid is sized for that many, so that
-    each block works through many (image, column tile) items."""
+    each block works through many (image, column tile) items.  float32
+    grad_input at stride 1 stays off grad_input_phase, which is routed ahead
+    of it where one tile of input channels covers a group."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "USE_RESIDENT", True)
     monkeypatch.setattr(_cuda, "USE_RESIDENT_ANYWHERE", True)
+    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
     if multiprocessors is not None:
         monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
     return _spy(monkeypatch, "_resident", lambda args: args[5])
