@@ -220,8 +220,62 @@ def _kernel_function(plan: _Launch):
     return _function_with_shared(plan.file, plan.name) if plan.shared else _function(plan.file, plan.name)
 
 
+class _PackedArguments:
+    """A kernel launch whose arguments sit in one buffer made once: `pointers`
+    slots that each launch writes (its arrays' addresses, 0 for None), then
+    the fixed `tail` (arrays kept alive, scalars).  CuPy's kernel call builds
+    one argument holder per argument on every launch (6 us for the 24 of
+    conv_gemm's on the H100 host, CScalars included); launch() writes the
+    pointers and hands the buffer to cuLaunchKernel
+    (cupy.cuda.driver.launchKernel) on the current stream."""
+
+    def __init__(self, function, grid: int, block: int, shared: int, pointers: int, tail: tuple):
+        self.function = function.kernel  # the device's compiled Function (cupy.RawKernel.kernel), kept alive
+        self.pointer = self.function.ptr
+        self.grid, self.block, self.shared = grid, block, shared
+        self.tail = tail
+        # every argument in an 8-byte slot (little-endian: a 4-byte int in its
+        # low half); the driver copies each at the kernel's parameter size
+        self.values = numpy.zeros(pointers + len(tail), dtype=numpy.uint64)
+        for slot, argument in enumerate(tail, start=pointers):
+            if isinstance(argument, cupy.ndarray):
+                self.values[slot] = argument.data.ptr
+            else:
+                value = numpy.asarray(argument.value if _CScalar is not None and isinstance(argument, _CScalar) else argument)
+                if value.dtype.itemsize > 8 or value.dtype.kind not in "iuf":
+                    raise TypeError(f"unexpected kernel argument {argument!r}")
+                self.values[slot : slot + 1].view(value.dtype)[0] = value
+        base = self.values.ctypes.data
+        self.params = numpy.array([base + 8 * slot for slot in range(len(self.values))], dtype=numpy.uint64)
+        self.params_pointer = self.params.ctypes.data
+        self.lock = threading.Lock()  # one launch at a time writes the slots
+
+    def launch(self, arrays) -> None:
+        values = self.values
+        with self.lock:
+            for slot, array in enumerate(arrays):
+                values[slot] = 0 if array is None else array.data.ptr
+            _launch_kernel(
+                self.pointer, self.grid, 1, 1, self.block, 1, 1, self.shared, cupy.cuda.get_current_stream().ptr, self.params_pointer, 0
+            )  # fmt: skip
+
+
+# (id(plan), device) -> (plan, its _PackedArguments): plans are remembered by
+# the lru_caches that make them; the entry keeps its plan alive, and a plan
+# made anew under a reused id is told apart by identity.
+_PACKED: dict = {}
+
+
 def _launch(plan: _Launch, arrays: tuple) -> None:
-    _kernel_function(plan)((plan.blocks,), (plan.threads,), arrays + plan.scalars, shared_mem=plan.shared)
+    """Runs `plan` on the current device and stream, its arrays (None: a null
+    pointer) ahead of its scalars."""
+    key = (id(plan), cupy.cuda.runtime.getDevice())
+    entry = _PACKED.get(key)
+    if entry is None or entry[0] is not plan:
+        if len(_PACKED) >= 4096:
+            _PACKED.clear()
+        entry = _PACKED[key] = (plan, _PackedArguments(_kernel_function(plan), plan.blocks, plan.threads, plan.shared, len(arrays), plan.scalars))
+    entry[1].launch(arrays)
 
 
 @cupy.memoize(for_each_device=True)
@@ -399,15 +453,35 @@ def _resident_copy(geometry: Geometry, pass_name: str, dtype: str):
     return _kernels.resident_copy_bytes(source4[3], dtype)
 
 
-def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str, fold: bool = True):
-    """The weight as conv_window reads it: (groups, KW, M, C) with C padded
-    with zeros to 16 bytes (`fold`: see _kernels.pack_window_weight)."""
-    view = _kernels.pack_window_weight(weight, geometry, pass_name, fold)
-    padded = _kernels.window_channels_padded(view.shape[3], dtype)
-    if padded == view.shape[3]:
-        return cupy.ascontiguousarray(view)
-    packed = cupy.zeros(view.shape[:3] + (padded,), dtype=weight.dtype)
-    packed[..., : view.shape[3]] = view
+@functools.lru_cache(maxsize=1024)
+def _window_weight_plan(geometry: Geometry, pass_name: str, dtype: str, fold: bool, round_tf32: bool):
+    """(pack_window_weight launch, packed shape): the layout of
+    _kernels.pack_window_weight with the channels padded to 16 bytes."""
+    taps = geometry.kernel[1]
+    taps_out = _kernels.window_kernel_w(geometry, pass_name) if fold else taps
+    step = geometry.dilation[1] if taps_out != taps else 1
+    forward = pass_name == "forward"
+    rows = geometry.out_channels_per_group if forward else geometry.in_channels_per_group
+    channels = geometry.in_channels_per_group if forward else geometry.out_channels_per_group
+    shape = (geometry.groups, taps_out, rows, _kernels.window_channels_padded(channels, dtype))
+    total = math.prod(shape)
+    scalars = (
+        _i32(taps_out), _i32(rows), _i32(channels), _i32(shape[3]), _i32(geometry.in_channels_per_group),
+        _i32(geometry.out_channels_per_group), _i32(taps), _i32(step), _i32(forward), _i64(total),
+    )  # fmt: skip
+    blocks = max(1, min(-(-total // _kernels.PACK_THREADS), _kernels.PACK_MAX_BLOCKS))
+    return _Launch("pack_weight.cu", _kernels.pack_weight_name(dtype, round_tf32), blocks, _kernels.PACK_THREADS, scalars), shape
+
+
+def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str, fold: bool = True, round_tf32: bool = False):
+    """The weight as the window kernels read it: (groups, KW, M, C) with C
+    padded with zeros to 16 bytes (`fold`: see _kernels.pack_window_weight),
+    float values rounded to TF32 with `round_tf32` (conv_wgmma's tensor cores
+    read the weight as stored), made in one launch of pack_window_weight."""
+    plan, shape = _window_weight_plan(geometry, pass_name, dtype, fold, round_tf32 and dtype == "float32")
+    packed = cupy.empty(shape, dtype=weight.dtype)
+    if packed.size:
+        _launch(plan, (weight, packed))
     return packed
 
 
@@ -426,19 +500,6 @@ def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str, fold:
 USE_WGMMA = True
 WGMMA_MAX_ROWS = 64
 WGMMA_MIN_TAPS = 4
-
-# TF32 values of a float32 array (round to nearest even, as cvt.rn.tf32.f32;
-# Inf and NaN kept): conv_wgmma's tensor cores read its weight as stored.
-_round_tf32 = cupy.ElementwiseKernel(
-    "float32 x", "float32 y",
-    """
-    unsigned u = __float_as_uint(x);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
-    y = __uint_as_float(u);
-    """,
-    "cupyconv_round_tf32",
-)  # fmt: skip
-
 
 @functools.lru_cache(maxsize=1024)
 def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, int]:
@@ -501,9 +562,7 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
         heuristic = _resident_heuristic(geometry, pass_name, dtype, index, rows, max_shared, multiprocessors)
         if heuristic is None or not (USE_RESIDENT_ANYWHERE or _resident_routed(geometry, pass_name, dtype, heuristic)):
             return False
-    packed = _window_weight(weight, geometry, pass_name, dtype, fold=not fill)
-    if dtype == "float32":
-        packed = _round_tf32(packed)
+    packed = _window_weight(weight, geometry, pass_name, dtype, fold=not fill, round_tf32=True)
 
     def launch(tile):
         plan, flat = _resident_plan(geometry, pass_name, dtype, index, tile, max_shared, multiprocessors, fill)
@@ -562,9 +621,7 @@ def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, inde
     taps, slices = _wgmma_work(geometry, pass_name, dtype)
     if slices > 1 and taps < WGMMA_MIN_TAPS:
         return False
-    packed = _window_weight(weight, geometry, pass_name, dtype)
-    if dtype == "float32":
-        packed = _round_tf32(packed)
+    packed = _window_weight(weight, geometry, pass_name, dtype, round_tf32=True)
 
     def launch(tile):
         plan, flat = _wgmma_plan(geometry, pass_name, dtype, index, tile, max_shared)
@@ -983,49 +1040,20 @@ def _small_knobs() -> tuple:
 
 class _FastForward:
     """A small forward launch that takes only the call's pointers
-    (_api._FAST_FORWARD).  CuPy's kernel call builds one argument holder per
-    argument on every launch (6 us for the 24 of conv_gemm's on the H100
-    host, CScalars included); here the arguments sit in one buffer made once, the call writes its
-    four pointers into it and hands it to cuLaunchKernel
-    (cupy.cuda.driver.launchKernel) on the current stream.  It returns None,
+    (_api._FAST_FORWARD): its arguments packed once (_PackedArguments), the
+    call allocates the output and launches.  It returns None,
     and the caller takes the checked path, where the current device is not the
     arrays' or a setting of _small_knobs or autotuning has changed."""
 
     def __init__(self, bound: _Bound, shape: tuple, dtype, device: int):
-        self.function = bound.function.kernel  # the device's compiled Function (cupy.RawKernel.kernel), kept alive
-        self.pointer = self.function.ptr
-        self.grid, self.block, self.shared = bound.grid[0], bound.block[0], bound.shared
+        self.packed = _PackedArguments(bound.function, bound.grid[0], bound.block[0], bound.shared, 4, bound.tail)
         self.shape, self.dtype, self.device, self.knobs = shape, dtype, device, _small_knobs()
-        self.tail = bound.tail  # keeps the phase table alive
-        # every argument in an 8-byte slot (little-endian: a 4-byte int in its
-        # low half); the driver copies each at the kernel's parameter size
-        self.values = numpy.zeros(4 + len(bound.tail), dtype=numpy.uint64)
-        for slot, argument in enumerate(bound.tail, start=4):
-            if isinstance(argument, cupy.ndarray):
-                self.values[slot] = argument.data.ptr
-            else:
-                value = numpy.asarray(argument.value if _CScalar is not None and isinstance(argument, _CScalar) else argument)
-                if value.dtype.itemsize > 8 or value.dtype.kind not in "iuf":
-                    raise TypeError(f"unexpected kernel argument {argument!r}")
-                self.values[slot : slot + 1].view(value.dtype)[0] = value
-        base = self.values.ctypes.data
-        self.params = numpy.array([base + 8 * slot for slot in range(len(self.values))], dtype=numpy.uint64)
-        self.params_pointer = self.params.ctypes.data
-        self.lock = threading.Lock()  # one call at a time writes the slots
 
     def __call__(self, x, weight, bias):
         if cupy.cuda.runtime.getDevice() != self.device or _small_knobs() != self.knobs or _autotune.enabled():
             return None
         y = cupy.ndarray(self.shape, self.dtype)
-        values = self.values
-        with self.lock:
-            values[0] = x.data.ptr
-            values[1] = weight.data.ptr
-            values[2] = 0 if bias is None else bias.data.ptr
-            values[3] = y.data.ptr
-            _launch_kernel(
-                self.pointer, self.grid, 1, 1, self.block, 1, 1, self.shared, cupy.cuda.get_current_stream().ptr, self.params_pointer, 0
-            )  # fmt: skip
+        self.packed.launch((x, weight, bias, y))
         return y
 
 

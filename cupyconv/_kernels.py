@@ -406,6 +406,19 @@ def window_channels_padded(channels: int, dtype: str) -> int:
     return -(-channels // vec) * vec
 
 
+# pack_weight.cu: the layout below (channels padded, float optionally rounded
+# to TF32) made on the GPU in one launch, for _cuda._window_weight: the CuPy
+# views, copy, padding and rounding it replaces took 33-66 us of host time a
+# call on the H100 host (perf notes v20).
+PACK_THREADS = 256
+PACK_MAX_BLOCKS = 4096  # a grid-stride loop beyond this
+
+
+def pack_weight_name(dtype: str, round_tf32: bool) -> str:
+    bits = "unsigned" if ITEMSIZE[dtype] == 4 else "unsigned short"
+    return f"pack_window_weight<{bits}, {'true' if round_tf32 else 'false'}>"
+
+
 def pack_window_weight(weight, geometry: Geometry, pass_name: str, fold: bool = True):
     """`weight` (NumPy or CuPy) ordered (groups, KW, M, C), conv_window's A
     layout before the channels are padded to 16 bytes: a view, or where the
@@ -1014,6 +1027,9 @@ def all_instantiations() -> List[Tuple[str, str]]:
                 names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in (MMA_TUNE_TILES if passes == 1 else MMA_TILES)]
             for passes in (1, 3) if dtype == "float32" else (1,):
                 if dtype in WINDOW_DTYPES:
+                    if index == INDEX_TYPES[0] and passes == 1:
+                        names += [("pack_weight.cu", pack_weight_name(dtype, False))]
+                        names += [("pack_weight.cu", pack_weight_name(dtype, True))] if dtype == "float32" else []
                     names += [("conv_window.cu", window_name(dtype, index, t, passes)) for t in WINDOW_TUNE_TILES]
                     if passes == WINDOW_FILL_PASSES:
                         names += [("conv_window.cu", window_name(dtype, index, t, passes, True)) for t in WINDOW_TUNE_TILES]

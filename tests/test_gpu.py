@@ -617,7 +617,8 @@ def test_window_fill_routing(monkeypatch):
         monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", on)
         ran.clear()
         y = cupyconv.conv_transpose1d(cupy.asarray(x), cupy.asarray(w), cupy.asarray(b), **kwargs, precision="highest")
-        assert len(ran) == 1 and ran[0].startswith(expected), ran
+        kernels = [name for name in ran if not name.startswith("pack_window_weight<")]  # the fill's packed weight first
+        assert len(kernels) == 1 and kernels[0].startswith(expected), ran
         assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < 1e-5
 
 
@@ -1453,6 +1454,51 @@ extern "C" __global__ void round_tf32(const float* x, unsigned* y, int n) {
     assert wrong.size == 0, [(hex(finite[i]), hex(y[i]), hex(expected[i])) for i in wrong[:8]]
     rounded = y[finite.size :].view(numpy.float32)
     assert list(rounded[:2]) == [numpy.inf, -numpy.inf] and numpy.isnan(rounded[2:]).all(), [hex(v) for v in y[finite.size :]]
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        dict(x=(2, 6, 40), w=(6, 5, 3), groups=2),  # channels padded (3 of 4 or 8), two groups
+        dict(x=(2, 16, 40), w=(16, 8, 3), stride=2, padding=1, dilation=2),  # the forward pass folds the dilated kernel
+        dict(x=(1, 8, 40), w=(8, 24, 8), stride=4, padding=2),  # dense taps, the kernel a multiple of the stride
+        dict(x=(1, 12, 40), w=(12, 8, 5), stride=3, dilation=2, groups=4),
+    ],
+    ids=["groups_pad", "dilated_fold", "dense", "stride3"],
+)
+@pytest.mark.parametrize("dtype,round_tf32", [("float32", False), ("float32", True), ("float16", False), ("bfloat16", False)])
+def test_window_weight_pack(shapes, dtype, round_tf32):
+    """pack_window_weight (the window kernels' weight in one launch) against
+    _kernels.pack_window_weight in NumPy, channels padded with zeros, float
+    rounded to TF32 as to_tf32 rounds on sm_90 (ties to even; Inf and NaN
+    kept): bitwise, for both passes, folded or not, in poisoned memory."""
+    from cupyconv import _cuda
+
+    kwargs = {k: v for k, v in shapes.items() if k not in ("x", "w")}
+    geometry = _geometry.make_geometry(1, shapes["x"], shapes["w"], None, kwargs.get("stride", 1), kwargs.get("padding", 0), 0,
+                                       kwargs.get("groups", 1), kwargs.get("dilation", 1))  # fmt: skip
+    rng = numpy.random.default_rng(31)
+    w = rng.standard_normal(shapes["w"]).astype(numpy_dtype(dtype))
+    if dtype == "float32":  # ties of both parities, infinities and NaN
+        bits = w.reshape(-1).view(numpy.uint32)
+        bits[:6] = (bits[:6] & ~numpy.uint32(0x1FFF)) | 0x1000
+        bits[6:9] = [0x7F800000, 0xFF800000, 0x7FC00001]
+    wide = numpy.uint32 if dtype == "float32" else numpy.uint16
+    for pass_name in ("forward", "grad_input"):
+        for fold in (True, False):
+            expected = numpy.ascontiguousarray(_kernels.pack_window_weight(w, geometry, pass_name, fold))
+            padded = _kernels.window_channels_padded(expected.shape[3], dtype)
+            expected = numpy.concatenate([expected, numpy.zeros(expected.shape[:3] + (padded - expected.shape[3],), expected.dtype)], axis=3)
+            expected = expected.view(wide)
+            if round_tf32:
+                finite = (expected >> 23) & 0xFF != 0xFF
+                expected = numpy.where(finite, _tf32_model(expected, ties_to_even=True), expected)
+            with poisoned_allocations():
+                packed = _cuda._window_weight(cupy.asarray(w), geometry, pass_name, dtype, fold, round_tf32)
+                got = cupy.asnumpy(packed).view(wide)
+            assert got.shape == expected.shape, (pass_name, fold, got.shape, expected.shape)
+            wrong = numpy.argwhere(got != expected)
+            assert wrong.size == 0, (pass_name, fold, [(tuple(i), hex(got[tuple(i)]), hex(expected[tuple(i)])) for i in wrong[:6]])
 
 
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("float16", "highest")], ids=["highest", "tf32", "float16"])

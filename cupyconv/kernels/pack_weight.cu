@@ -1,0 +1,46 @@
+// The weight as the 1D window kernels read it (conv_window, conv_wgmma,
+// conv_wgmma_resident; _cuda._window_weight), in one pass:
+//
+//   out[g, k, m, c] = weight[g * in_per_group + c, m, t]   forward: M output, C input channels a group
+//   out[g, k, m, c] = weight[g * in_per_group + m, c, t]   grad_input: M input, C output channels a group
+//
+// for k = t * step and t < taps, c < channels, and zeros elsewhere: the taps
+// between (step is the dilation where the forward pass folds a dilated kernel
+// into dense taps, else 1; taps_out may round the span up) and the channels
+// padded up to channels_padded (16 bytes).  _kernels.pack_window_weight is the
+// same layout in NumPy.  With ROUND the float values are rounded to TF32 as
+// cvt.rn.tf32.f32 rounds (to nearest, ties to even; Inf and NaN kept), for the
+// wgmma kernels, which read the weight as stored.
+//
+// The values move as raw bits (Bits: 4 or 2 bytes).  One thread an output
+// element in order, so the writes are coalesced; the reads gather from a
+// weight small enough to stay in L2.
+constexpr int PACK_THREADS = 256;
+
+template <typename Bits, bool ROUND>
+__global__ void __launch_bounds__(PACK_THREADS) pack_window_weight(
+    const Bits* __restrict__ weight,  // (groups * in_per_group, out_per_group, taps)
+    Bits* __restrict__ out,           // (groups, taps_out, rows, channels_padded)
+    int taps_out, int rows, int channels, int channels_padded, int in_per_group, int out_per_group, int taps, int step,
+    int forward, long long total) {
+    for (long long i = blockIdx.x * static_cast<long long>(PACK_THREADS) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * PACK_THREADS) {
+        const int c = static_cast<int>(i % channels_padded);
+        const long long r = i / channels_padded;
+        const int m = static_cast<int>(r % rows);
+        const int k = static_cast<int>(r / rows % taps_out);
+        const long long g = r / rows / taps_out;
+        Bits value = 0;
+        if (c < channels && k % step == 0 && k / step < taps) {
+            const long long row = forward ? g * in_per_group + c : g * in_per_group + m;
+            const int column = forward ? m : c;
+            value = weight[(row * out_per_group + column) * taps + k / step];
+            if constexpr (ROUND) {
+                unsigned u = value;
+                if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+                value = u;
+            }
+        }
+        out[i] = value;
+    }
+}
