@@ -882,16 +882,27 @@ def _direct_plan(geometry: Geometry, dtype: str, index: str, tile, max_shared: i
     return _Launch("conv_direct.cu", _kernels.direct_name(dtype, index, tile), blocks, _kernels.DIRECT_THREADS, scalars, shared)
 
 
+@functools.lru_cache(maxsize=1024)
+def _direct_weight_plan(geometry: Geometry, dtype: str, bm: int):
+    """(pack_direct_weight launch, packed shape): the layout of
+    _kernels.pack_direct_weight with M padded to a multiple of `bm`."""
+    taps = geometry.kernel[0] * geometry.kernel[1]
+    rows = geometry.out_channels_per_group
+    shape = (geometry.groups, geometry.kernel[0], geometry.kernel[1], geometry.in_channels_per_group, -(-rows // bm) * bm)
+    total = math.prod(shape)
+    scalars = (_i32(taps), _i32(geometry.in_channels_per_group), _i32(rows), _i32(shape[4]), _i64(total))
+    blocks = max(1, min(-(-total // _kernels.PACK_THREADS), _kernels.PACK_MAX_BLOCKS))
+    return _Launch("pack_weight.cu", _kernels.pack_direct_weight_name(dtype), blocks, _kernels.PACK_THREADS, scalars), shape
+
+
 def _direct_weight(weight, geometry: Geometry, tile):
     """The weight as conv_direct reads it: (groups, KH, KW, C, M padded to the
-    tile) in the accumulator type (float64 for float64, float32 otherwise)."""
-    view = _kernels.pack_direct_weight(weight, geometry)
-    m_pad = -(-view.shape[4] // tile.bm) * tile.bm
-    acc = numpy.float64 if weight.dtype == numpy.float64 else numpy.float32
-    if m_pad == view.shape[4]:  # one copy, no zero fill
-        return cupy.ascontiguousarray(view, dtype=acc)
-    packed = cupy.zeros(view.shape[:4] + (m_pad,), dtype=acc)
-    packed[..., : view.shape[4]] = view
+    tile) in the accumulator type (float64 for float64, float32 otherwise),
+    made in one launch of pack_direct_weight."""
+    plan, shape = _direct_weight_plan(geometry, _geometry.dtype_name(weight.dtype), tile.bm)
+    packed = cupy.empty(shape, dtype=numpy.float64 if weight.dtype == numpy.float64 else numpy.float32)
+    if packed.size:
+        _launch(plan, (weight, packed))
     return packed
 
 
@@ -1098,15 +1109,14 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
             if out is None and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made, as a remembered launch takes none
                 _remember_fast(fast_key, bound, y)
-        elif geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
-            _depthwise(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
-        elif _grouped_forward_routed(geometry, _geometry.dtype_name(x.dtype), precision):
-            _grouped_forward(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry)
-        elif not (
-            _window_fill(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, precision)
-            or _direct(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, precision)
-        ):
-            _gemm(x.reshape(geometry.input_shape4), weight, bias, y.reshape(geometry.output_shape4), geometry, "forward", precision)
+        else:
+            x4, y4 = x.reshape(geometry.input_shape4), y.reshape(geometry.output_shape4)
+            if geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
+                _depthwise(x4, weight, bias, y4, geometry)
+            elif _grouped_forward_routed(geometry, _geometry.dtype_name(x.dtype), precision):
+                _grouped_forward(x4, weight, bias, y4, geometry)
+            elif not (_window_fill(x4, weight, bias, y4, geometry, precision) or _direct(x4, weight, bias, y4, geometry, precision)):
+                _gemm(x4, weight, bias, y4, geometry, "forward", precision)
         return y
 
 

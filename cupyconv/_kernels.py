@@ -419,6 +419,10 @@ def pack_weight_name(dtype: str, round_tf32: bool) -> str:
     return f"pack_window_weight<{bits}, {'true' if round_tf32 else 'false'}>"
 
 
+def pack_direct_weight_name(dtype: str) -> str:
+    return f"pack_direct_weight<{CUDA_TYPE[dtype]}>"
+
+
 def pack_window_weight(weight, geometry: Geometry, pass_name: str, fold: bool = True):
     """`weight` (NumPy or CuPy) ordered (groups, KW, M, C), conv_window's A
     layout before the channels are padded to 16 bytes: a view, or where the
@@ -1074,6 +1078,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                 ]
                 names += [("grad_input_phase.cu", grad_input_phase_name(index, passes)) for passes in GRAD_INPUT_PHASE_PASSES]
             names += [("conv_direct.cu", direct_name(dtype, index, t)) for t in DIRECT_TILES]
+            names += [("pack_weight.cu", pack_direct_weight_name(dtype))] if index == INDEX_TYPES[0] else []
             names += [("depthwise.cu", depthwise_name(dtype, index, taps)) for taps in DEPTHWISE_TAPS_W]
             names += [("depthwise.cu", depthwise_backward_name(dtype, index, taps)) for taps in DEPTHWISE_BACKWARD_TAPS]
             if dtype in GROUPED_DTYPES:

@@ -617,7 +617,7 @@ def test_window_fill_routing(monkeypatch):
         monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", on)
         ran.clear()
         y = cupyconv.conv_transpose1d(cupy.asarray(x), cupy.asarray(w), cupy.asarray(b), **kwargs, precision="highest")
-        kernels = [name for name in ran if not name.startswith("pack_window_weight<")]  # the fill's packed weight first
+        kernels = [name for name in ran if not name.startswith("pack_")]  # the packed weight first
         assert len(kernels) == 1 and kernels[0].startswith(expected), ran
         assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < 1e-5
 
@@ -1499,6 +1499,26 @@ def test_window_weight_pack(shapes, dtype, round_tf32):
             assert got.shape == expected.shape, (pass_name, fold, got.shape, expected.shape)
             wrong = numpy.argwhere(got != expected)
             assert wrong.size == 0, (pass_name, fold, [(tuple(i), hex(got[tuple(i)]), hex(expected[tuple(i)])) for i in wrong[:6]])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_direct_weight_pack(dtype):
+    """pack_direct_weight (conv_direct's weight in one launch) against
+    _kernels.pack_direct_weight in NumPy, converted to the accumulator type
+    and padded with zeros to each tile's rows: bitwise, in poisoned memory."""
+    from cupyconv import _cuda
+
+    geometry = _geometry.make_geometry(2, (2, 6, 9, 10), (6, 20, 3, 2), None, (2, 3), (1, 0), 0, 2, (1, 2))
+    w = numpy.random.default_rng(35).standard_normal((6, 20, 3, 2)).astype(numpy_dtype(dtype))
+    acc = numpy.float64 if dtype == "float64" else numpy.float32
+    view = _kernels.pack_direct_weight(w, geometry).astype(acc)
+    for tile in _kernels.DIRECT_TILES:
+        m_pad = -(-view.shape[4] // tile.bm) * tile.bm
+        expected = numpy.concatenate([view, numpy.zeros(view.shape[:4] + (m_pad - view.shape[4],), acc)], axis=4)
+        with poisoned_allocations():
+            got = cupy.asnumpy(_cuda._direct_weight(cupy.asarray(w), geometry, tile))
+        assert got.dtype == acc and got.shape == expected.shape, (tile, got.dtype, got.shape, expected.shape)
+        assert (got.view(numpy.uint8) == expected.view(numpy.uint8)).all(), tile
 
 
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("float16", "highest")], ids=["highest", "tf32", "float16"])

@@ -15,6 +15,13 @@
 // The values move as raw bits (Bits: 4 or 2 bytes).  One thread an output
 // element in order, so the writes are coalesced; the reads gather from a
 // weight small enough to stay in L2.
+//
+// pack_direct_weight: the same for conv_direct (_cuda._direct_weight), in its
+// accumulator type (ValueTraits<T>::acc):
+//
+//   out[g, t, c, m] = weight[g * channels + c, m, t]   (t = kh * KW + kw; m < rows, zeros up to rows_padded)
+#include "common.cuh"
+
 constexpr int PACK_THREADS = 256;
 
 template <typename Bits, bool ROUND>
@@ -41,6 +48,24 @@ __global__ void __launch_bounds__(PACK_THREADS) pack_window_weight(
                 value = u;
             }
         }
+        out[i] = value;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(PACK_THREADS) pack_direct_weight(
+    const T* __restrict__ weight,                     // (groups * channels, rows, taps)
+    typename ValueTraits<T>::acc* __restrict__ out,   // (groups, taps, channels, rows_padded)
+    int taps, int channels, int rows, int rows_padded, long long total) {
+    for (long long i = blockIdx.x * static_cast<long long>(PACK_THREADS) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * PACK_THREADS) {
+        const int m = static_cast<int>(i % rows_padded);
+        const long long r = i / rows_padded;
+        const int c = static_cast<int>(r % channels);
+        const int t = static_cast<int>(r / channels % taps);
+        const long long g = r / channels / taps;
+        typename ValueTraits<T>::acc value = 0;
+        if (m < rows) value = ValueTraits<T>::to_acc(weight[((g * channels + c) * rows + m) * taps + t]);
         out[i] = value;
     }
 }
