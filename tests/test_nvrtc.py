@@ -56,6 +56,15 @@ def test_conv_direct_constants_match_the_host():
     assert _kernels.DIRECT_HEADER_BYTES >= 4 * (16 + 16 + 2 + _kernels.DIRECT_MAX_STRIDE_W) and _kernels.DIRECT_HEADER_BYTES % 16 == 0
 
 
+
+def test_pack_weight_constants_match_the_host():
+    """pack_weight.cu's grid-stride loops step by PACK_THREADS a block: the
+    host must launch blocks of that many threads."""
+    import re
+
+    found = dict(re.findall(r"constexpr int (PACK_\w+) = (\d+);", _kernels.source("pack_weight.cu")))
+    assert int(found["PACK_THREADS"]) == _kernels.PACK_THREADS
+
 # Spill bytes ptxas reports for conv_wgmma_resident's two-block (128-register)
 # builds, at most: loop-invariant values, stored once before the main loop and
 # reloaded by the epilogue (checked in the SASS of the 64 x 256 builds: no
