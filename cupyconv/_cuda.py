@@ -395,19 +395,21 @@ def _window_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, til
 
 
 @functools.lru_cache(maxsize=1024)
-def _wgmma_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int):
+def _wgmma_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, passes: int = 1):
     """(conv_wgmma launch, phase records), or None where conv_wgmma cannot run
     this problem with `tile` (see _window_problem; or more window vectors
-    than its threads load, or too little shared memory)."""
+    than its threads load, or too little shared memory).  passes 3 (float):
+    conv_wgmma_x3's."""
     problem = _window_problem(geometry, pass_name, dtype)
     if problem is None:
         return None
-    max_taps, vectors, chunk_stride, shared = _kernels.wgmma_layout(problem[0], tile, dtype)
+    max_taps, vectors, chunk_stride, shared = _kernels.wgmma_layout(problem[0], tile, dtype, passes)
     tasks = _kernels.WGMMA_MAX_TASKS[_kernels.ITEMSIZE[dtype]] * _kernels.WGMMA_THREADS
     if vectors * _kernels.WGMMA_CHUNKS > tasks or shared > max_shared:
         return None
     blocks, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride)
-    return _Launch("conv_wgmma.cu", _kernels.wgmma_name(dtype, index, tile), blocks, tile.threads, scalars, shared), problem[0]
+    name = _kernels.wgmma_x3_name(index, tile) if passes == 3 else _kernels.wgmma_name(dtype, index, tile)
+    return _Launch("conv_wgmma.cu", name, blocks, tile.threads, scalars, shared), problem[0]
 
 
 # conv_wgmma_resident blocks resident on a multiprocessor at once: two where
@@ -454,9 +456,10 @@ def _resident_copy(geometry: Geometry, pass_name: str, dtype: str):
 
 
 @functools.lru_cache(maxsize=1024)
-def _window_weight_plan(geometry: Geometry, pass_name: str, dtype: str, fold: bool, round_tf32: bool):
+def _window_weight_plan(geometry: Geometry, pass_name: str, dtype: str, fold: bool, round_tf32: bool, split: bool = False):
     """(pack_window_weight launch, packed shape): the layout of
-    _kernels.pack_window_weight with the channels padded to 16 bytes."""
+    _kernels.pack_window_weight with the channels padded to 16 bytes; with
+    `split`, two of them (3xTF32's hi and lo)."""
     taps = geometry.kernel[1]
     taps_out = _kernels.window_kernel_w(geometry, pass_name) if fold else taps
     step = geometry.dilation[1] if taps_out != taps else 1
@@ -470,15 +473,19 @@ def _window_weight_plan(geometry: Geometry, pass_name: str, dtype: str, fold: bo
         _i32(geometry.out_channels_per_group), _i32(taps), _i32(step), _i32(forward), _i64(total),
     )  # fmt: skip
     blocks = max(1, min(-(-total // _kernels.PACK_THREADS), _kernels.PACK_MAX_BLOCKS))
-    return _Launch("pack_weight.cu", _kernels.pack_weight_name(dtype, round_tf32), blocks, _kernels.PACK_THREADS, scalars), shape
+    name = _kernels.pack_weight_name(dtype, round_tf32 and not split, split)
+    return _Launch("pack_weight.cu", name, blocks, _kernels.PACK_THREADS, scalars), ((2,) + shape if split else shape)
 
 
-def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str, fold: bool = True, round_tf32: bool = False):
+def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str, fold: bool = True, round_tf32: bool = False, split: bool = False):
     """The weight as the window kernels read it: (groups, KW, M, C) with C
     padded with zeros to 16 bytes (`fold`: see _kernels.pack_window_weight),
     float values rounded to TF32 with `round_tf32` (conv_wgmma's tensor cores
-    read the weight as stored), made in one launch of pack_window_weight."""
-    plan, shape = _window_weight_plan(geometry, pass_name, dtype, fold, round_tf32 and dtype == "float32")
+    read the weight as stored), made in one launch of pack_window_weight.
+    With `split` (float), (2, groups, KW, M, C): 3xTF32's hi (rounded) and lo
+    (the remainder, rounded), for conv_wgmma_x3."""
+    split = split and dtype == "float32"
+    plan, shape = _window_weight_plan(geometry, pass_name, dtype, fold, round_tf32 and dtype == "float32", split)
     packed = cupy.empty(shape, dtype=weight.dtype)
     if packed.size:
         _launch(plan, (weight, packed))
@@ -634,6 +641,42 @@ def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, inde
     return True
 
 
+# conv_wgmma_x3 (conv_wgmma's GEMM in 3xTF32 on wgmma, operands split once
+# into shared memory) takes the float32 "highest" passes conv_window would
+# run with 3xTF32 on compute capability 9.0, where it fits and where it
+# measured faster (H100, scripts/wgmma_x3_compare.py, perf notes v21): GEMMs
+# of WGMMA_X3_MIN_ROWS (its tiles' height) to WGMMA_X3_MAX_ROWS rows.  P1
+# forward 1.79-1.94 -> 1.76-1.78 ms, P2 7.92-7.95 -> 6.82-6.96, X2
+# 5.14-5.19 -> 5.02-5.17; X3 (16384 rows, 4 slices of 4 taps) no faster,
+# 1.01-1.13 against 1.01-1.09, so it keeps conv_window.  False keeps
+# conv_window everywhere; USE_WGMMA_X3_ANYWHERE (tests) lifts the row rule.
+USE_WGMMA_X3 = True
+USE_WGMMA_X3_ANYWHERE = False
+WGMMA_X3_MIN_ROWS = 64
+WGMMA_X3_MAX_ROWS = 4096
+WGMMA_X3_TILES = (_kernels.WGMMA_TILES[1], _kernels.WGMMA_TILES[0])  # the heuristic's order: 64 x 256 measured faster on P1, P2, X2, X3
+
+
+def _wgmma_x3(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, rows: int, max_shared: int) -> bool:
+    """Runs the pass with conv_wgmma_x3 if it applies; False if it does not."""
+    if not (WGMMA_X3_MIN_ROWS <= rows <= WGMMA_X3_MAX_ROWS or USE_WGMMA_X3_ANYWHERE):
+        return False
+    heuristic = next((t for t in WGMMA_X3_TILES if _wgmma_plan(geometry, pass_name, "float32", index, t, max_shared, 3)), None)
+    if heuristic is None:
+        return False
+    packed = _window_weight(weight, geometry, pass_name, "float32", split=True)
+
+    def launch(tile):
+        plan, flat = _wgmma_plan(geometry, pass_name, "float32", index, tile, max_shared, 3)
+        _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
+
+    fitting = () if not _autotune.enabled() else tuple(
+        t for t in _kernels.WGMMA_TILES if _wgmma_plan(geometry, pass_name, "float32", index, t, max_shared, 3)
+    )
+    launch(_pick("conv_wgmma_x3", (pass_name, index, geometry), fitting, heuristic, launch))
+    return True
+
+
 def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, passes: int = 1) -> bool:
     """Runs the pass with conv_wgmma (see USE_WGMMA) or conv_window (float:
     TF32, or 3xTF32 with passes 3) if one applies; False if neither does."""
@@ -645,6 +688,9 @@ def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, ind
         if USE_RESIDENT and _resident(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
             return True
         if _wgmma(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
+            return True
+    if USE_WGMMA_X3 and passes == 3 and _compute_capability() == 90:
+        if _wgmma_x3(source4, weight, bias, out4, geometry, pass_name, index, rows, max_shared):
             return True
     heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, rows)
     if _window_plan(geometry, pass_name, dtype, index, heuristic, max_shared) is None:

@@ -234,12 +234,27 @@ def wgmma_name(dtype: str, index: str, tile: WgmmaTile) -> str:
     return f"conv_wgmma<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}>"
 
 
+# conv_wgmma_x3's CHAIN, the MMAs that share a fresh accumulator: 0 a
+# k-step's three, 1 a tap's six, 2 a slice's.  1 measured 2-9% faster than 0
+# on P1, P2, X2, X3 with relative errors 1.5-2.0e-7 (0: 1.3-2.3e-7; torch
+# 1.5-4.1e-7); 2 no faster than 1 and up to 5.7e-7 (perf notes v21).
+WGMMA_X3_CHAIN = 1
+
+
+def wgmma_x3_name(index: str, tile: WgmmaTile) -> str:
+    """conv_wgmma_x3: conv_wgmma's GEMM in 3xTF32, for float32 "highest"."""
+    return f"conv_wgmma_x3<{index}, {tile.bm}, {tile.bn}, {WGMMA_X3_CHAIN}>"
+
+
+WGMMA_X3_STAGES = 2  # conv_wgmma_x3's buffers, each twice conv_wgmma's (hi, lo)
+
+
 def wgmma_heuristic(rows: int) -> WgmmaTile:
     """128 x 128 where the GEMM has more than 64 rows, else 64 x 256."""
     return WGMMA_TILES[0] if rows > 64 else WGMMA_TILES[1]
 
 
-def wgmma_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str) -> Tuple[int, int, int, int]:
+def wgmma_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str, passes: int = 1) -> Tuple[int, int, int, int]:
     """(max_taps, window_vectors, chunk_stride, shared-memory bytes) of
     conv_wgmma for these records.  A buffer holds max_taps taps of BM rows x
     64 bytes and the window: WGMMA_CHUNKS chunks of 16-byte rows, one per
@@ -247,7 +262,8 @@ def wgmma_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str) -> Tuple[in
     alignment), chunk_stride bytes apart.  That stride is 32 more than a
     multiple of 128 bytes, so that the four chunks' rows a warp stores at
     once fall in distinct bank groups.  The tile is staged for the epilogue
-    in the same memory."""
+    in the same memory.  With passes 3 (conv_wgmma_x3, float), WGMMA_X3_STAGES
+    buffers, each two of these (hi, then lo)."""
     vec = 16 // ITEMSIZE[dtype]
     records = numpy.asarray(flat).reshape(-1, 9)
     taps = int(records[:, 7].max())
@@ -258,7 +274,8 @@ def wgmma_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str) -> Tuple[in
     chunk_stride = 16 * rows
     stage = taps * tile.bm * WGMMA_CHUNKS * 16 + WGMMA_CHUNKS * chunk_stride
     stage = -(-stage // 128) * 128
-    return taps, vectors, chunk_stride, max(WGMMA_STAGES * stage, tile.bm * (tile.bn + 8) * 4)
+    stages = WGMMA_STAGES if passes == 1 else 2 * WGMMA_X3_STAGES
+    return taps, vectors, chunk_stride, max(stages * stage, tile.bm * (tile.bn + 8) * 4)
 
 
 def resident_name(dtype: str, index: str, tile: WgmmaTile, blocks: int, copy: int = 16, fill: bool = False) -> str:
@@ -414,9 +431,10 @@ PACK_THREADS = 256
 PACK_MAX_BLOCKS = 4096  # a grid-stride loop beyond this
 
 
-def pack_weight_name(dtype: str, round_tf32: bool) -> str:
+def pack_weight_name(dtype: str, round_tf32: bool, split: bool = False) -> str:
+    """pack_window_weight's build: `split` (float) writes 3xTF32's hi and lo arrays (conv_wgmma_x3)."""
     bits = "unsigned" if ITEMSIZE[dtype] == 4 else "unsigned short"
-    return f"pack_window_weight<{bits}, {'true' if round_tf32 else 'false'}>"
+    return f"pack_window_weight<{bits}, {'true' if round_tf32 else 'false'}{', true' if split else ''}>"
 
 
 def pack_direct_weight_name(dtype: str) -> str:
@@ -1034,9 +1052,12 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     if index == INDEX_TYPES[0] and passes == 1:
                         names += [("pack_weight.cu", pack_weight_name(dtype, False))]
                         names += [("pack_weight.cu", pack_weight_name(dtype, True))] if dtype == "float32" else []
+                        names += [("pack_weight.cu", pack_weight_name(dtype, False, True))] if dtype == "float32" else []
                     names += [("conv_window.cu", window_name(dtype, index, t, passes)) for t in WINDOW_TUNE_TILES]
                     if passes == WINDOW_FILL_PASSES:
                         names += [("conv_window.cu", window_name(dtype, index, t, passes, True)) for t in WINDOW_TUNE_TILES]
+                    if passes == 3:
+                        names += [("conv_wgmma.cu", wgmma_x3_name(index, t)) for t in WGMMA_TILES]
                     if passes == 1:
                         names += [("conv_wgmma.cu", wgmma_name(dtype, index, t)) for t in WGMMA_TILES]
                         names += [

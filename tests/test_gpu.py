@@ -321,12 +321,13 @@ def _spy(monkeypatch, name, record):
 
 
 def _spy_window(monkeypatch):
-    """The passes (forward, grad_input) conv_window ran (conv_wgmma kept off,
-    so that on Hopper too the tf32 and 16-bit passes reach conv_window; and
+    """The passes (forward, grad_input) conv_window ran (conv_wgmma and
+    conv_wgmma_x3 kept off, so that on Hopper too every mode reaches conv_window; and
     grad_input_phase off at stride 1, where it is routed ahead of both)."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "USE_WGMMA", False)
+    monkeypatch.setattr(_cuda, "USE_WGMMA_X3", False)
     monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
     return _spy(monkeypatch, "_window", lambda args: args[5])
 
@@ -462,6 +463,51 @@ def test_wgmma_64_bit_index(case, kernel, monkeypatch):
     ran = _spy_wgmma_kernel(monkeypatch, kernel, 2)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     test_forward(case, ("bfloat16", "highest"))
+    assert ran
+
+
+def _spy_wgmma_x3(monkeypatch):
+    """The passes (forward, grad_input) conv_wgmma_x3 ran (wherever it fits,
+    not only where its routing rule sends it; grad_input_phase off at stride 1)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_WGMMA_X3", True)
+    monkeypatch.setattr(_cuda, "USE_WGMMA_X3_ANYWHERE", True)
+    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
+    return _spy(monkeypatch, "_wgmma_x3", lambda args: args[5])
+
+
+@pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
+def test_wgmma_x3_kernel(case, monkeypatch):
+    """conv_wgmma_x3 (float32 "highest" as 3xTF32 on wgmma): the forward pass
+    and grad_input, where it applies, under 1e-5 and within twice torch's
+    error against float64, in poisoned memory."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_wgmma_x3(monkeypatch)
+    test_forward(case, ("float32", "highest"))
+    test_backward(case, ("float32", "highest"))
+    if case in WINDOW_CASES:
+        assert "forward" in ran, "conv_wgmma_x3 did not run the forward pass"
+
+
+@pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
+@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
+def test_every_wgmma_x3_tile(case, tile, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran, picked = _spy_wgmma_x3(monkeypatch), _force_tile(monkeypatch, "conv_wgmma_x3", tile)
+    test_forward(case, ("float32", "highest"))
+    assert ran and picked, "the tile under test did not run"
+
+
+@pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
+def test_wgmma_x3_64_bit_index(case, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_wgmma_x3(monkeypatch)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(case, ("float32", "highest"))
     assert ran
 
 
@@ -1466,12 +1512,14 @@ extern "C" __global__ void round_tf32(const float* x, unsigned* y, int n) {
     ],
     ids=["groups_pad", "dilated_fold", "dense", "stride3"],
 )
-@pytest.mark.parametrize("dtype,round_tf32", [("float32", False), ("float32", True), ("float16", False), ("bfloat16", False)])
+@pytest.mark.parametrize("dtype,round_tf32", [("float32", False), ("float32", True), ("float32", "split"), ("float16", False), ("bfloat16", False)])
 def test_window_weight_pack(shapes, dtype, round_tf32):
     """pack_window_weight (the window kernels' weight in one launch) against
     _kernels.pack_window_weight in NumPy, channels padded with zeros, float
     rounded to TF32 as to_tf32 rounds on sm_90 (ties to even; Inf and NaN
-    kept): bitwise, for both passes, folded or not, in poisoned memory."""
+    kept), or split for 3xTF32 ("split": that rounding, then the remainder
+    rounded the same way, as MmaOp<float, 3> splits): bitwise, for both
+    passes, folded or not, in poisoned memory."""
     from cupyconv import _cuda
 
     kwargs = {k: v for k, v in shapes.items() if k not in ("x", "w")}
@@ -1492,12 +1540,22 @@ def test_window_weight_pack(shapes, dtype, round_tf32):
             expected = expected.view(wide)
             if round_tf32:
                 finite = (expected >> 23) & 0xFF != 0xFF
-                expected = numpy.where(finite, _tf32_model(expected, ties_to_even=True), expected)
+                hi = numpy.where(finite, _tf32_model(expected, ties_to_even=True), expected)
+                if round_tf32 == "split":
+                    with numpy.errstate(invalid="ignore", over="ignore"):
+                        rest = (expected.view(numpy.float32) - hi.view(numpy.float32)).view(numpy.uint32)
+                    lo = numpy.where((rest >> 23) & 0xFF != 0xFF, _tf32_model(rest, ties_to_even=True), rest)
+                    expected = numpy.stack([hi, lo])
+                else:
+                    expected = hi
             with poisoned_allocations():
-                packed = _cuda._window_weight(cupy.asarray(w), geometry, pass_name, dtype, fold, round_tf32)
+                packed = _cuda._window_weight(cupy.asarray(w), geometry, pass_name, dtype, fold, round_tf32 is True, round_tf32 == "split")
                 got = cupy.asnumpy(packed).view(wide)
             assert got.shape == expected.shape, (pass_name, fold, got.shape, expected.shape)
-            wrong = numpy.argwhere(got != expected)
+            differ = got != expected
+            if round_tf32 == "split":  # lo of Inf or NaN: a NaN (the GPU's subtraction gives its own NaN bits)
+                differ[1] &= ~(numpy.isnan(got[1].view(numpy.float32)) & numpy.isnan(expected[1].view(numpy.float32)))
+            wrong = numpy.argwhere(differ)
             assert wrong.size == 0, (pass_name, fold, [(tuple(i), hex(got[tuple(i)]), hex(expected[tuple(i)])) for i in wrong[:6]])
 
 
@@ -1777,7 +1835,9 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
 # kernel each takes: conv_wgmma_resident for one-phase passes whose rows fit
 # one row tile (P1-like in every mode, P2-like in 16-bit) and, through its
 # fill, for P4-like ones (stride 2, dilation 2) in tf32 and 16-bit; neither
-# where both measured slower (P2-like in tf32) or for 3xTF32.
+# where both measured slower (P2-like in tf32).  float32 "highest" takes
+# conv_wgmma_x3 where its row rule sends it (P1-, P2-, X2-like; not X3-like,
+# 16384 rows, nor P4-like, whose fill runs on conv_window).
 _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), mode, "conv_wgmma_resident")
     for mode in (("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"))
@@ -1787,7 +1847,10 @@ _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "highest"), None),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float16", "highest"), "conv_wgmma_resident"),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), None),
-    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), None),
+    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), "conv_wgmma_x3"),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "highest"), "conv_wgmma_x3"),
+    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "highest"), "conv_wgmma_x3"),
+    (dict(x=(1, 64, 64), w=(64, 64, 1024), stride=256, padding=384), ("float32", "highest"), None),
 ]
 
 

@@ -80,13 +80,15 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
     between the asynchronous MMAs.  conv_wgmma (two blocks),
     conv_wgmma_resident's one-block builds, its fill builds (every one)
     and grad_weight_wgmma spill nothing; the other resident two-block
-    builds a few epilogue values (RESIDENT_TWO_BLOCK_SPILL)."""
+    builds a few epilogue values (RESIDENT_TWO_BLOCK_SPILL); conv_wgmma_x3
+    (one block, two accumulator sets) nothing."""
     import re
 
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]
     per_index = len(_kernels.WGMMA_TILES) + 2 * len(_kernels.RESIDENT_VARIANTS) * len(_kernels.RESIDENT_COPY_BYTES)  # and the fill builds
     grad_weight = len(_kernels.GRAD_WEIGHT_WGMMA_TILES) * len(_kernels.RESIDENT_COPY_BYTES) * len(_kernels.GRAD_WEIGHT_WGMMA_DTYPES)
-    assert len(names) == 2 * (per_index * len(_kernels.WINDOW_DTYPES) + grad_weight)
+    x3 = len(_kernels.WGMMA_TILES)  # conv_wgmma_x3 (float32 only)
+    assert len(names) == 2 * (per_index * len(_kernels.WINDOW_DTYPES) + x3 + grad_weight)
     program = nvrtc.createProgram(_kernels.source("conv_wgmma.cu"), "conv_wgmma.cu", [], [])
     try:
         for name in names:
@@ -116,6 +118,7 @@ def test_wgmma_constants_match_the_host():
     found = dict(re.findall(r"constexpr int (WGMMA_\w+) = (\d+);", text))
     assert int(found["WGMMA_THREADS"]) == _kernels.WGMMA_THREADS
     assert int(found["WGMMA_STAGES"]) == _kernels.WGMMA_STAGES
+    assert int(found["WGMMA_X3_STAGES"]) == _kernels.WGMMA_X3_STAGES
     assert int(found["WGMMA_CHUNKS"]) == _kernels.WGMMA_CHUNKS
     assert "return sizeof(T) == 4 ? 2 : 1;" in text and _kernels.WGMMA_MAX_TASKS == {4: 2, 2: 1}
     assert int(re.search(r"constexpr int FILL_STEP = (\d+);", text).group(1)) == _kernels.FILL_STEP

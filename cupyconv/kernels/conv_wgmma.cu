@@ -410,6 +410,236 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
 #endif
 }
 
+// conv_wgmma_x3: conv_wgmma's GEMM for float32 "highest", float32-accurate
+// as 3xTF32 (MmaOp<float, 3>) but on wgmma, where conv_window's mma.sync
+// version issues three HMMAs, splits every operand register of every k-step
+// (cvt, subtract, cvt) and adds a fresh accumulator per k-step: about 140
+// other instructions per 48 HMMAs a warp (perf notes v21).  Here the
+// operands are split once, into shared memory: the host packs the weight as
+// two arrays, hi (rounded to TF32 as cvt.rn rounds) and lo (the remainder,
+// rounded), and the window is split where it is transposed.  A stage holds
+// conv_wgmma's buffer twice (hi, then lo at half_bytes).  Per k-step (k8) a
+// warpgroup takes lo_a hi_b + hi_a lo_b + hi_a hi_b into a fresh accumulator
+// (scale-d 0 on the first) and adds it to its sum with ordinary FADDs, as
+// MmaOp<float, 3> does (the tensor core truncates as it adds; the sum's error
+// then grows as in-order FFMA's) -- CHAIN 0; CHAIN 1 lets a tap's two k-steps
+// (six MMAs) share the fresh accumulator, CHAIN 2 a slice's taps
+// (_kernels.WGMMA_X3_CHAIN says which the host runs, and why).
+//
+// Pipeline: two stages; each k-step's MMAs are waited for before their sum is
+// added, so at the barrier that starts slice s every warpgroup is done with
+// slice s - 1, whose buffer takes slice s + 1: its weight by cp.async and its
+// window loaded into registers before slice s's MMAs and split into the
+// buffer after them.  One block per multiprocessor (two accumulator sets of
+// 64 floats a thread).  Otherwise conv_wgmma's arguments and requirements;
+// `weight` holds the two packed arrays.
+constexpr int WGMMA_X3_STAGES = 2;
+template <typename Index, int BM, int BN, int CHAIN = 0>
+__global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
+    const float* __restrict__ in,        // (batch, groups * channels, in_w)
+    const float* __restrict__ weight,    // packed (2, groups, kernel_w, out_channels, channels_padded): TF32 hi, then lo
+    const float* __restrict__ bias,      // (groups * out_channels,), or null for none
+    float* __restrict__ out,             // (batch, groups * out_channels, out_w)
+    const int* __restrict__ phases,      // num_phases AxisPhase records
+    int num_phases, int fold_shift,      // fold = 1 << fold_shift rows per output channel
+    int batch, int groups, int channels, int channels_padded, int out_channels,
+    int in_w, int out_w, int kernel_w,
+    int max_taps, int window_vectors, int chunk_stride,  // A buffers per tap; window vectors per chunk; bytes between chunks
+    int m_tiles, int col_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int VEC = 4;                     // channels per chunk, and positions per vector
+    constexpr int BK = WGMMA_CHUNKS * VEC;     // channels per slice
+    constexpr int WG_M = BM / 64, WG_N = 2 / WG_M;
+    static_assert(WG_M * WG_N == 2 && BN / WG_N == 128, "two warpgroups of m64n128");
+    constexpr int TASKS = wgmma_max_tasks<float>();
+    constexpr int A_PAIRS = BM * WGMMA_CHUNKS / WGMMA_THREADS;  // (row, chunk) copies per thread and tap
+    constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;               // bytes of one tap's A
+
+    extern __shared__ __align__(128) unsigned char smem[];
+
+    const WindowBlock wb = window_block(phases, num_phases, m_tiles, col_tiles, batch, BN, VEC);
+    if (wb.q0 >= wb.p.count) return;  // this phase has fewer columns than the largest one
+    const AxisPhase& p = wb.p;
+    const int m_tile = wb.m_tile, n = wb.n, group = wb.group, q0 = wb.q0;
+    const int taps = p.tap_count, window_first = wb.window_first, head = wb.head;
+
+    const int tid = threadIdx.x;
+    const int warpgroup = tid / 128;
+
+    const int fold = 1 << fold_shift;
+    const int rows = out_channels << fold_shift;
+    const Index in_base = (static_cast<Index>(n) * groups + group) * channels * static_cast<Index>(in_w);
+    const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
+    const Index lo_offset = static_cast<Index>(groups) * kernel_w * out_channels * channels_padded;  // the lo array
+
+    const int a_bytes = max_taps * A_TAP;
+    const int half_bytes = (a_bytes + WGMMA_CHUNKS * chunk_stride + 127) / 128 * 128;  // hi's buffer; lo's follows
+    const int stage_bytes = 2 * half_bytes;
+    const int slices = taps > 0 ? (channels + BK - 1) / BK : 0;  // a phase no tap reaches writes the bias
+
+    const float* a_src[A_PAIRS];
+    int a_dst[A_PAIRS], a_chunk[A_PAIRS];
+    bool a_valid[A_PAIRS];
+#pragma unroll
+    for (int i = 0; i < A_PAIRS; ++i) {
+        const int pair = tid + i * WGMMA_THREADS;
+        const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
+        const int m = m_tile * BM + row;
+        const int co = m >> fold_shift, r = m & (fold - 1);
+        a_valid[i] = m < rows;
+        a_src[i] = weight + w_base + (static_cast<Index>(p.tap_first + r) * out_channels + co) * channels_padded + chunk * VEC;
+        a_dst[i] = (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16;
+        a_chunk[i] = chunk * VEC;
+    }
+    const Index a_tap_step = static_cast<Index>(p.tap_step) * out_channels * channels_padded;
+    const float* w_src[TASKS];
+    int w_dst[TASKS], w_channel[TASKS];
+    bool w_exists[TASKS], w_inside[TASKS];
+#pragma unroll
+    for (int i = 0; i < TASKS; ++i) {
+        const int task = tid + i * WGMMA_THREADS;
+        const int chunk = task % WGMMA_CHUNKS, v = task / WGMMA_CHUNKS;
+        const int l = window_first + v * VEC;
+        w_exists[i] = v < window_vectors;
+        w_inside[i] = w_exists[i] && l >= 0 && l < in_w;  // in_w % VEC == 0: all or nothing
+        w_channel[i] = chunk * VEC;
+        w_src[i] = in + in_base + static_cast<Index>(w_channel[i]) * in_w + l;
+        w_dst[i] = a_bytes + chunk * chunk_stride + v * VEC * 16;
+    }
+    const Index slice_step = static_cast<Index>(BK) * in_w;
+
+    // Slice s's weight, hi and lo, into buffer buf (one commit group).
+    auto fetch_a = [&](int s, int buf) {
+        unsigned char* stage = smem + buf * stage_bytes;
+        const int c0 = s * BK;
+#pragma unroll
+        for (int i = 0; i < A_PAIRS; ++i) {
+            const bool valid = a_valid[i] && c0 + a_chunk[i] < channels_padded;
+            const float* src = a_src[i] + c0;
+            unsigned char* dst = stage + a_dst[i];
+            for (int t = 0; t < taps; ++t) {
+                cp_async16(dst, valid ? src : weight, valid);
+                cp_async16(dst + half_bytes, valid ? src + lo_offset : weight, valid);
+                src += a_tap_step;
+                dst += A_TAP;
+            }
+        }
+        cp_async_commit();
+    };
+    // Slice s's window into registers (raw[i][e]: channel c0 + w_channel + e at 4 positions) ...
+    uint4 raw[TASKS][4];
+    auto fetch_window = [&](int s) {
+        const int c0 = s * BK;
+        const Index offset = s * slice_step;
+#pragma unroll
+        for (int i = 0; i < TASKS; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                raw[i][e] = make_uint4(0, 0, 0, 0);
+                if (w_inside[i] && c0 + w_channel[i] + e < channels)
+                    raw[i][e] = *reinterpret_cast<const uint4*>(w_src[i] + offset + static_cast<Index>(e) * in_w);
+            }
+    };
+    // ... and from them, split, into buffer buf: position l of chunk c holds its 4 channels, hi and lo.
+    auto stash_window = [&](int buf) {
+        unsigned char* stage = smem + buf * stage_bytes;
+#pragma unroll
+        for (int i = 0; i < TASKS; ++i) {
+            if (!w_exists[i]) continue;
+            unsigned char* dst = stage + w_dst[i];
+#pragma unroll
+            for (int pos = 0; pos < 4; ++pos) {
+                unsigned hi[4], lo[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float v = __uint_as_float(reinterpret_cast<const unsigned*>(&raw[i][e])[pos]);
+                    hi[e] = to_tf32(v);
+                    lo[e] = to_tf32(v - __uint_as_float(hi[e]));
+                }
+                *reinterpret_cast<uint4*>(dst + pos * 16) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+                *reinterpret_cast<uint4*>(dst + half_bytes + pos * 16) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            }
+        }
+    };
+
+    const int wm = (WG_M == 2 ? warpgroup : 0) * 64, wn = (WG_N == 2 ? warpgroup : 0) * 128;
+    const unsigned base = shared_address(smem);
+    const unsigned long long a_desc = wgmma_descriptor(base + (wm / 8) * (WGMMA_CHUNKS * 128), 128, WGMMA_CHUNKS * 128);
+    const unsigned long long b_desc = wgmma_descriptor(base + a_bytes + (head + wn) * 16, chunk_stride, 128);
+    const unsigned lo_step = half_bytes >> 4;  // hi's descriptor to lo's
+
+    float acc[64], part[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = part[i] = 0.0f;
+
+    if (slices > 0) {
+        fetch_a(0, 0);
+        fetch_window(0);
+        stash_window(0);
+    }
+    for (int s = 0; s < slices; ++s) {
+        const int buf = s % WGMMA_X3_STAGES;
+        cp_async_wait_all();
+        fence_proxy_async();
+        __syncthreads();  // slice s is in buf; every warpgroup is done with slice s - 1
+        if (s + 1 < slices) {
+            fetch_a(s + 1, buf ^ 1);
+            fetch_window(s + 1);
+        }
+        const unsigned stage_offset = buf * stage_bytes;
+        if constexpr (CHAIN == 2) wgmma_fence();
+        for (int t = 0; t < taps; ++t) {
+            const int shift = p.tap_in_step < 0 ? (taps - 1 - t) * -p.tap_in_step : t * p.tap_in_step;
+            const unsigned long long a_hi = a_desc + ((stage_offset + t * A_TAP) >> 4);
+            const unsigned long long b_hi = b_desc + ((stage_offset + shift * 16) >> 4);
+            if constexpr (CHAIN != 0) wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < WGMMA_CHUNKS / 2; ++ks) {
+                const unsigned long long a = a_hi + ((ks * 256) >> 4), b = b_hi + ((2 * ks * chunk_stride) >> 4);
+                if constexpr (CHAIN == 0) wgmma_fence();
+                const int fresh = CHAIN == 0 || (ks == 0 && (CHAIN == 1 || t == 0));
+                wgmma_m64n128<float>(part, a + lo_step, b, !fresh);
+                wgmma_m64n128<float>(part, a, b + lo_step, 1);
+                wgmma_m64n128<float>(part, a, b, 1);
+                if constexpr (CHAIN == 0) {
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    pin(part);
+#pragma unroll
+                    for (int i = 0; i < 64; ++i) acc[i] += part[i];
+                }
+            }
+            if constexpr (CHAIN == 1) {
+                wgmma_commit();
+                wgmma_wait<0>();
+                pin(part);
+#pragma unroll
+                for (int i = 0; i < 64; ++i) acc[i] += part[i];
+            }
+        }
+        if constexpr (CHAIN == 2) {
+            wgmma_commit();
+            wgmma_wait<0>();
+            pin(part);
+#pragma unroll
+            for (int i = 0; i < 64; ++i) acc[i] += part[i];
+        }
+        if (s + 1 < slices) stash_window(buf ^ 1);
+    }
+    __syncthreads();  // the buffers are free for the staged tile
+
+    constexpr int SROW = window_stage_row<BN>();
+    float* stage = reinterpret_cast<float*>(smem);
+    {
+        const int lane = tid % 32, w = (tid / 32) % 4;
+        const int g = lane / 4, t4 = lane % 4;
+        stage_accumulators<128>(acc, stage, SROW, wm, wn, w, g, t4);
+    }
+    __syncthreads();
+    store_window_tile<float, Index, BM, BN, WGMMA_THREADS>(stage, p, bias, out, n, groups, group, out_channels, out_w, m_tile, q0, fold_shift);
+#endif
+}
+
 // conv_wgmma_resident: conv_wgmma's GEMM in a persistent block that keeps its
 // row tile of the weight in shared memory and streams the window.
 //
