@@ -678,8 +678,9 @@ def _wgmma_x3(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
 
 
 def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, passes: int = 1) -> bool:
-    """Runs the pass with conv_wgmma (see USE_WGMMA) or conv_window (float:
-    TF32, or 3xTF32 with passes 3) if one applies; False if neither does."""
+    """Runs the pass with conv_wgmma (see USE_WGMMA), conv_wgmma_x3 (passes
+    3, see USE_WGMMA_X3) or conv_window (float: TF32, or 3xTF32 with passes
+    3) if one applies; False if none does."""
     if out4.size < WINDOW_MIN_OUTPUT or source4.data.ptr % 16:
         return False
     rows = _gemm_rows(geometry, pass_name) * (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
