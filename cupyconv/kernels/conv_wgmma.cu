@@ -236,6 +236,63 @@ __device__ __forceinline__ void slice_mmas(float (&d)[64], int taps, unsigned lo
 }
 #endif
 
+// The per-thread copies of conv_wgmma and conv_wgmma_x3, fixed for a block.
+//   * A (the weight): each thread copies fixed (row, chunk) pairs for every
+//     tap; tap t + 1's source is a_tap_step elements further on (tap_step
+//     kernel taps).  a_dst: the pair's offset in a tap's A buffer.
+//   * The window: task (chunk c, vector v) loads VEC channels of chunk c at
+//     positions window_first + v * VEC ..; consecutive threads take the four
+//     chunks of a vector, then the next vector (coalesced along each
+//     channel).  w_dst: the task's offset in a stage, past its a_bytes of A
+//     buffers; slice s's channels are s * slice_step elements on.
+template <typename T, typename Index, int BM>
+struct WgmmaCopies {
+    static constexpr int VEC = 16 / sizeof(T);
+    static constexpr int TASKS = wgmma_max_tasks<T>();
+    static constexpr int A_PAIRS = BM * WGMMA_CHUNKS / WGMMA_THREADS;  // (row, chunk) copies per thread and tap
+    const T* a_src[A_PAIRS];
+    int a_dst[A_PAIRS], a_chunk[A_PAIRS];
+    bool a_valid[A_PAIRS];
+    Index a_tap_step;
+    const T* w_src[TASKS];
+    int w_dst[TASKS], w_channel[TASKS];
+    bool w_exists[TASKS], w_inside[TASKS];
+    Index slice_step;
+
+    __device__ __forceinline__ WgmmaCopies(int tid, const T* in, const T* weight, const AxisPhase& p, int m_tile, int n, int group,
+                                          int fold_shift, int groups, int channels, int channels_padded, int out_channels, int in_w,
+                                          int kernel_w, int window_first, int window_vectors, int chunk_stride, int a_bytes) {
+        const int fold = 1 << fold_shift;
+        const int rows = out_channels << fold_shift;
+        const Index in_base = (static_cast<Index>(n) * groups + group) * channels * static_cast<Index>(in_w);
+        const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
+#pragma unroll
+        for (int i = 0; i < A_PAIRS; ++i) {
+            const int pair = tid + i * WGMMA_THREADS;
+            const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
+            const int m = m_tile * BM + row;
+            const int co = m >> fold_shift, r = m & (fold - 1);
+            a_valid[i] = m < rows;
+            a_src[i] = weight + w_base + (static_cast<Index>(p.tap_first + r) * out_channels + co) * channels_padded + chunk * VEC;
+            a_dst[i] = (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16;
+            a_chunk[i] = chunk * VEC;
+        }
+        a_tap_step = static_cast<Index>(p.tap_step) * out_channels * channels_padded;
+#pragma unroll
+        for (int i = 0; i < TASKS; ++i) {
+            const int task = tid + i * WGMMA_THREADS;
+            const int chunk = task % WGMMA_CHUNKS, v = task / WGMMA_CHUNKS;
+            const int l = window_first + v * VEC;
+            w_exists[i] = v < window_vectors;
+            w_inside[i] = w_exists[i] && l >= 0 && l < in_w;  // in_w % VEC == 0: all or nothing
+            w_channel[i] = chunk * VEC;
+            w_src[i] = in + in_base + static_cast<Index>(w_channel[i]) * in_w + l;
+            w_dst[i] = a_bytes + chunk * chunk_stride + v * VEC * 16;
+        }
+        slice_step = static_cast<Index>(WGMMA_CHUNKS * VEC) * in_w;
+    }
+};
+
 template <typename T, typename Index, int BM, int BN>
 __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     const T* __restrict__ in,        // (batch, groups * channels, in_w)
@@ -254,8 +311,6 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     constexpr int BK = WGMMA_CHUNKS * VEC;     // channels per slice
     constexpr int WG_M = BM / 64, WG_N = 2 / WG_M;
     static_assert(WG_M * WG_N == 2 && BN / WG_N == 128, "two warpgroups of m64n128");
-    constexpr int TASKS = wgmma_max_tasks<T>();
-    constexpr int A_PAIRS = BM * WGMMA_CHUNKS / WGMMA_THREADS;  // (row, chunk) copies per thread and tap
     constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;               // bytes of one tap's A
 
     extern __shared__ __align__(128) unsigned char smem[];
@@ -269,50 +324,14 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     const int tid = threadIdx.x;
     const int warpgroup = tid / 128;
 
-    const int fold = 1 << fold_shift;
-    const int rows = out_channels << fold_shift;
-    const Index in_base = (static_cast<Index>(n) * groups + group) * channels * static_cast<Index>(in_w);
-    const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
 
     const int a_bytes = max_taps * A_TAP;
     const int stage_bytes = a_bytes + WGMMA_CHUNKS * chunk_stride;  // a multiple of 128 (host)
     const int slices = taps > 0 ? (channels + BK - 1) / BK : 0;  // a phase no tap reaches writes the bias
 
-    // A: each thread copies fixed (row, chunk) pairs for every tap; tap t + 1's
-    // source is tap_step kernel taps further on.
-    const T* a_src[A_PAIRS];
-    int a_dst[A_PAIRS], a_chunk[A_PAIRS];
-    bool a_valid[A_PAIRS];
-#pragma unroll
-    for (int i = 0; i < A_PAIRS; ++i) {
-        const int pair = tid + i * WGMMA_THREADS;
-        const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
-        const int m = m_tile * BM + row;
-        const int co = m >> fold_shift, r = m & (fold - 1);
-        a_valid[i] = m < rows;
-        a_src[i] = weight + w_base + (static_cast<Index>(p.tap_first + r) * out_channels + co) * channels_padded + chunk * VEC;
-        a_dst[i] = (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16;
-        a_chunk[i] = chunk * VEC;
-    }
-    const Index a_tap_step = static_cast<Index>(p.tap_step) * out_channels * channels_padded;
-    // The window: task (chunk c, vector v) loads VEC channels of chunk c at
-    // positions window_first + v * VEC ...; consecutive threads take the four
-    // chunks of a vector, then the next vector (coalesced along each channel).
-    const T* w_src[TASKS];
-    int w_dst[TASKS], w_channel[TASKS];
-    bool w_exists[TASKS], w_inside[TASKS];
-#pragma unroll
-    for (int i = 0; i < TASKS; ++i) {
-        const int task = tid + i * WGMMA_THREADS;
-        const int chunk = task % WGMMA_CHUNKS, v = task / WGMMA_CHUNKS;
-        const int l = window_first + v * VEC;
-        w_exists[i] = v < window_vectors;
-        w_inside[i] = w_exists[i] && l >= 0 && l < in_w;  // in_w % VEC == 0: all or nothing
-        w_channel[i] = chunk * VEC;
-        w_src[i] = in + in_base + static_cast<Index>(w_channel[i]) * in_w + l;
-        w_dst[i] = a_bytes + chunk * chunk_stride + v * VEC * 16;
-    }
-    const Index slice_step = static_cast<Index>(BK) * in_w;
+    using Copies = WgmmaCopies<T, Index, BM>;
+    const Copies plan(tid, in, weight, p, m_tile, n, group, fold_shift, groups, channels, channels_padded, out_channels, in_w, kernel_w,
+                      window_first, window_vectors, chunk_stride, a_bytes);
 
     // Slice s into buffer buf: A by cp.async (one commit group), the window
     // through registers.
@@ -320,29 +339,29 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
         unsigned char* stage = smem + buf * stage_bytes;
         const int c0 = s * BK;
 #pragma unroll
-        for (int i = 0; i < A_PAIRS; ++i) {
-            const bool valid = a_valid[i] && c0 + a_chunk[i] < channels_padded;
-            const T* src = a_src[i] + c0;
-            unsigned char* dst = stage + a_dst[i];
+        for (int i = 0; i < Copies::A_PAIRS; ++i) {
+            const bool valid = plan.a_valid[i] && c0 + plan.a_chunk[i] < channels_padded;
+            const T* src = plan.a_src[i] + c0;
+            unsigned char* dst = stage + plan.a_dst[i];
             for (int t = 0; t < taps; ++t) {
                 cp_async16(dst, valid ? src : weight, valid);
-                src += a_tap_step;
+                src += plan.a_tap_step;
                 dst += A_TAP;
             }
         }
         cp_async_commit();
-        const Index offset = s * slice_step;
+        const Index offset = s * plan.slice_step;
 #pragma unroll
-        for (int i = 0; i < TASKS; ++i) {
-            if (!w_exists[i]) continue;
-            unsigned char* dst = stage + w_dst[i];
+        for (int i = 0; i < Copies::TASKS; ++i) {
+            if (!plan.w_exists[i]) continue;
+            unsigned char* dst = stage + plan.w_dst[i];
             if constexpr (WIDE) {
                 uint4 raw[4];  // raw[e]: channel c0 + w_channel + e at 4 positions
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     raw[e] = make_uint4(0, 0, 0, 0);
-                    if (w_inside[i] && c0 + w_channel[i] + e < channels)
-                        raw[e] = *reinterpret_cast<const uint4*>(w_src[i] + offset + static_cast<Index>(e) * in_w);
+                    if (plan.w_inside[i] && c0 + plan.w_channel[i] + e < channels)
+                        raw[e] = *reinterpret_cast<const uint4*>(plan.w_src[i] + offset + static_cast<Index>(e) * in_w);
                 }
 #pragma unroll
                 for (int pos = 0; pos < 4; ++pos) {
@@ -361,8 +380,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
                     for (int e = 0; e < 4; ++e) {
                         const int c = 4 * half + e;
                         raw[e] = make_uint4(0, 0, 0, 0);
-                        if (w_inside[i] && c0 + w_channel[i] + c < channels)
-                            raw[e] = *reinterpret_cast<const uint4*>(w_src[i] + offset + static_cast<Index>(c) * in_w);
+                        if (plan.w_inside[i] && c0 + plan.w_channel[i] + c < channels)
+                            raw[e] = *reinterpret_cast<const uint4*>(plan.w_src[i] + offset + static_cast<Index>(c) * in_w);
                     }
                     store_positions16(raw, dst + half * 8);
                 }
@@ -451,8 +470,6 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
     constexpr int BK = WGMMA_CHUNKS * VEC;     // channels per slice
     constexpr int WG_M = BM / 64, WG_N = 2 / WG_M;
     static_assert(WG_M * WG_N == 2 && BN / WG_N == 128, "two warpgroups of m64n128");
-    constexpr int TASKS = wgmma_max_tasks<float>();
-    constexpr int A_PAIRS = BM * WGMMA_CHUNKS / WGMMA_THREADS;  // (row, chunk) copies per thread and tap
     constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;               // bytes of one tap's A
 
     extern __shared__ __align__(128) unsigned char smem[];
@@ -466,10 +483,6 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
     const int tid = threadIdx.x;
     const int warpgroup = tid / 128;
 
-    const int fold = 1 << fold_shift;
-    const int rows = out_channels << fold_shift;
-    const Index in_base = (static_cast<Index>(n) * groups + group) * channels * static_cast<Index>(in_w);
-    const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
     const Index lo_offset = static_cast<Index>(groups) * kernel_w * out_channels * channels_padded;  // the lo array
 
     const int a_bytes = max_taps * A_TAP;
@@ -477,76 +490,49 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
     const int stage_bytes = 2 * half_bytes;
     const int slices = taps > 0 ? (channels + BK - 1) / BK : 0;  // a phase no tap reaches writes the bias
 
-    const float* a_src[A_PAIRS];
-    int a_dst[A_PAIRS], a_chunk[A_PAIRS];
-    bool a_valid[A_PAIRS];
-#pragma unroll
-    for (int i = 0; i < A_PAIRS; ++i) {
-        const int pair = tid + i * WGMMA_THREADS;
-        const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
-        const int m = m_tile * BM + row;
-        const int co = m >> fold_shift, r = m & (fold - 1);
-        a_valid[i] = m < rows;
-        a_src[i] = weight + w_base + (static_cast<Index>(p.tap_first + r) * out_channels + co) * channels_padded + chunk * VEC;
-        a_dst[i] = (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16;
-        a_chunk[i] = chunk * VEC;
-    }
-    const Index a_tap_step = static_cast<Index>(p.tap_step) * out_channels * channels_padded;
-    const float* w_src[TASKS];
-    int w_dst[TASKS], w_channel[TASKS];
-    bool w_exists[TASKS], w_inside[TASKS];
-#pragma unroll
-    for (int i = 0; i < TASKS; ++i) {
-        const int task = tid + i * WGMMA_THREADS;
-        const int chunk = task % WGMMA_CHUNKS, v = task / WGMMA_CHUNKS;
-        const int l = window_first + v * VEC;
-        w_exists[i] = v < window_vectors;
-        w_inside[i] = w_exists[i] && l >= 0 && l < in_w;  // in_w % VEC == 0: all or nothing
-        w_channel[i] = chunk * VEC;
-        w_src[i] = in + in_base + static_cast<Index>(w_channel[i]) * in_w + l;
-        w_dst[i] = a_bytes + chunk * chunk_stride + v * VEC * 16;
-    }
-    const Index slice_step = static_cast<Index>(BK) * in_w;
+    using Copies = WgmmaCopies<float, Index, BM>;
+    const Copies plan(tid, in, weight, p, m_tile, n, group, fold_shift, groups, channels, channels_padded, out_channels, in_w, kernel_w,
+                      window_first, window_vectors, chunk_stride, a_bytes);
 
     // Slice s's weight, hi and lo, into buffer buf (one commit group).
     auto fetch_a = [&](int s, int buf) {
         unsigned char* stage = smem + buf * stage_bytes;
         const int c0 = s * BK;
 #pragma unroll
-        for (int i = 0; i < A_PAIRS; ++i) {
-            const bool valid = a_valid[i] && c0 + a_chunk[i] < channels_padded;
-            const float* src = a_src[i] + c0;
-            unsigned char* dst = stage + a_dst[i];
+        for (int i = 0; i < Copies::A_PAIRS; ++i) {
+            const bool valid = plan.a_valid[i] && c0 + plan.a_chunk[i] < channels_padded;
+            const float* src = plan.a_src[i] + c0;
+            unsigned char* dst = stage + plan.a_dst[i];
             for (int t = 0; t < taps; ++t) {
                 cp_async16(dst, valid ? src : weight, valid);
                 cp_async16(dst + half_bytes, valid ? src + lo_offset : weight, valid);
-                src += a_tap_step;
+                src += plan.a_tap_step;
                 dst += A_TAP;
             }
         }
         cp_async_commit();
     };
     // Slice s's window into registers (raw[i][e]: channel c0 + w_channel + e at 4 positions) ...
-    uint4 raw[TASKS][4];
+    uint4 raw[Copies::TASKS][4];
     auto fetch_window = [&](int s) {
         const int c0 = s * BK;
-        const Index offset = s * slice_step;
+        const Index offset = s * plan.slice_step;
 #pragma unroll
-        for (int i = 0; i < TASKS; ++i)
+        for (int i = 0; i < Copies::TASKS; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 raw[i][e] = make_uint4(0, 0, 0, 0);
-                if (w_inside[i] && c0 + w_channel[i] + e < channels)
-                    raw[i][e] = *reinterpret_cast<const uint4*>(w_src[i] + offset + static_cast<Index>(e) * in_w);
+                if (plan.w_inside[i] && c0 + plan.w_channel[i] + e < channels)
+                    raw[i][e] = *reinterpret_cast<const uint4*>(plan.w_src[i] + offset + static_cast<Index>(e) * in_w);
             }
     };
     // ... and from them, split, into buffer buf: position l of chunk c holds its 4 channels, hi and lo.
     auto stash_window = [&](int buf) {
         unsigned char* stage = smem + buf * stage_bytes;
 #pragma unroll
-        for (int i = 0; i < TASKS; ++i) {
-            if (!w_exists[i]) continue;
-            unsigned char* dst = stage + w_dst[i];
+        for (int i = 0; i < Copies::TASKS; ++i) {
+            if (!plan.w_exists[i]) continue;
+            unsigned char* dst = stage + plan.w_dst[i];
 #pragma unroll
             for (int pos = 0; pos < 4; ++pos) {
                 unsigned hi[4], lo[4];
