@@ -347,14 +347,15 @@ def resident_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str, channels
     """(max_taps, window_vectors, chunk_stride, shared-memory bytes) of
     conv_wgmma_resident for these records and reduction channels: the whole
     weight row tile (every 64-byte channel slice and tap, BM rows each), three
-    raw window slices ([channel][position], rows of window_vectors 16-byte
-    vectors, 32 bytes of skew per 16-byte chunk of channels) and two
-    transposed ones as conv_wgmma's (or one staged 64 x 128 float part, if
-    larger)."""
+    raw window slices ([channel][position]; rows of window_vectors 16-byte
+    vectors, rounded up to an odd count in 16-bit, 16 bytes of skew per four
+    float channels) and two transposed ones as conv_wgmma's (or one staged
+    64 x 128 float part, if larger)."""
     taps, vectors, chunk_stride, _ = wgmma_layout(flat, tile, dtype)
     bk = WGMMA_CHUNKS * 16 // ITEMSIZE[dtype]
     weight = -(-channels // bk) * taps * tile.bm * WGMMA_CHUNKS * 16
-    raw = -(-(bk * vectors * 16 + 128) // 128) * 128
+    raw_row = (vectors | 1 if ITEMSIZE[dtype] == 2 else vectors) * 16  # conv_wgmma_resident's raw_row and raw_bytes
+    raw = -(-(bk * raw_row + (128 if ITEMSIZE[dtype] == 4 else 0)) // 128) * 128
     windows = max(RESIDENT_WINDOW_BUFFERS * WGMMA_CHUNKS * chunk_stride, RESIDENT_PART_BYTES)
     return taps, vectors, chunk_stride, weight + RESIDENT_RAW_BUFFERS * raw + windows
 

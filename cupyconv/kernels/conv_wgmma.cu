@@ -640,9 +640,10 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
 // side).  Per (item, slice) step:
 //   * the window's slice arrives by cp.async two steps ahead into one of three
 //     raw buffers, [channel][position] as in global memory: channel ch's row
-//     of window_vectors 16-byte vectors at ch * raw_row + (ch / VEC) * 32
-//     (the 32-byte skew per chunk of channels puts the four chunks a
-//     quarter-warp reads in distinct bank groups);
+//     at ch * raw_row, window_vectors 16-byte vectors (16-bit: raw_row an odd
+//     number of vectors, so that the 8 rows an ldmatrix phase reads lie in 8
+//     distinct bank groups; float: + (ch / 4) * 16, so that the four
+//     chunks a quarter-warp reads do);
 //   * it is transposed shared-to-shared (float: rounded to TF32) into one of
 //     two window buffers in conv_wgmma's layout (chunk c, position l at
 //     c * chunk_stride + 16 * l), which the tensor cores read for every tap;
@@ -663,6 +664,50 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
 // (all in or all out of the padding) and aligned.  The raw buffers' layout is
 // the same for every COPY.  FILL: the fill epilogue (store_fill_part).
 // Otherwise the same arguments and requirements as conv_wgmma.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A warp's 16 x 128 part of a warpgroup's m64n128 accumulators into shared
+// memory as 16-bit values (row r at staged + r * row_words words, the bias
+// added if BIAS: bias[r] for row r).  The accumulators are in stmatrix's
+// layout (rows g and g + 8, columns 8j + 2 t4 and + 1): columns 8j.. and
+// 8(j + 1).. of both row halves go in one stmatrix.x4 (lane 8m + i: row i +
+// 8 (m % 2), columns 8 (j + m / 2)..).  row_words * 4 must be an odd
+// multiple of 16 bytes (conflict-free).  (32 4-byte stores a thread before:
+// perf notes v22.)
+template <typename T, bool BIAS>
+__device__ __forceinline__ void stage_part16(const float (&acc)[64], unsigned* staged, int row_words, const T* bias, int lane) {
+    static_assert(sizeof(T) == 2, "16-bit values");
+    float b[2] = {0.0f, 0.0f};
+    if constexpr (BIAS) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) b[h] = ValueTraits<T>::to_acc(bias[lane / 4 + 8 * h]);
+    }
+    unsigned* const lane_row = staged + ((lane / 8) % 2 * 8 + lane % 8) * row_words + (lane / 16) * 4;
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+        unsigned words[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const int jj = j + m / 2, h = m % 2;
+            float x0 = acc[4 * jj + 2 * h], x1 = acc[4 * jj + 2 * h + 1];
+            if constexpr (BIAS) x0 += b[h], x1 += b[h];
+            union {
+                T value[2];
+                unsigned word;
+            } pair;
+            pair.value[0] = ValueTraits<T>::from_acc(x0);
+            pair.value[1] = ValueTraits<T>::from_acc(x1);
+            words[m] = pair.word;
+        }
+        stmatrix_x4(lane_row + 4 * j, words);
+    }
+}
+#endif
+// One 16-byte store to global memory (p 16-byte aligned).  Written as a
+// plain uint4 store of four words just loaded from shared memory, NVRTC
+// emitted four 4-byte stores (perf notes v22).
+__device__ __forceinline__ void store_global16(void* p, const uint4& v) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
 // Two consecutive outputs (8 bytes of float, 4 of half or bfloat16) in one store.
 template <typename T>
 __device__ __forceinline__ void store_pair(T* dst, float a, float b) {
@@ -814,6 +859,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;  // bytes of one (slice, tap) of the weight
     constexpr int PART_ROW = window_stage_row<128>();
     constexpr int UNIT = COPY / sizeof(T);  // elements per window copy
+    constexpr int TRANSPOSE_AT_ONCE = MIN_BLOCKS == 1 ? 3 : 1;  // 16-bit: vectors a warp transposes at once (registers: 4 each)
     static_assert((COPY == 16 || COPY == 8 || COPY == 4) && UNIT >= 1, "cp.async copies 4, 8 or 16 bytes");
     (void)col_tiles;
 
@@ -843,8 +889,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     const int fold = 1 << fold_shift;
     const int rows = out_channels << fold_shift;
 
-    const int raw_row = window_vectors * 16;
-    const int raw_bytes = (BK * raw_row + 128 + 127) / 128 * 128;
+    const int raw_row = (WIDE ? window_vectors : window_vectors | 1) * 16;  // (host: _kernels.resident_layout)
+    const int raw_bytes = (BK * raw_row + (WIDE ? 128 : 0) + 127) / 128 * 128;
     const int a_bytes = (channels + BK - 1) / BK * max_taps * A_TAP;
     const int trans_bytes = WGMMA_CHUNKS * chunk_stride;
     unsigned char* const raw_base = smem + a_bytes;
@@ -877,40 +923,61 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
         cp_async_commit();
     }
 
-    // Step k's slice of its item's window into raw buffer k % 3 (the caller
-    // commits): LANES threads per channel row, on consecutive copies.
+    // Step k's slice of its item's window (item i, slice s) into raw buffer
+    // k % 3 (the caller commits): LANES threads per channel row, on
+    // consecutive copies.  Steps load in order, so an item's window_first
+    // and first channel row are worked out at its first slice and kept for
+    // the others: a step costs no division (perf notes v22: the divisions
+    // were a fifth of P2's instructions).  A slice wholly inside the input
+    // and its channels copies with no checks.
     constexpr int LANES = WGMMA_THREADS / BK;
     const int my_channel = tid / LANES, my_lane = tid % LANES;
-    auto load_raw = [&](int k) {
-        const int s = k % slices;
-        int n, q0;
-        item_of(k / slices, n, q0);
-        const int window_first = floor_to(lo_base + q0, VEC);
-        const bool channel_ok = s * BK + my_channel < channels;
-        const T* const src = in + ((static_cast<Index>(n) * groups + group) * channels + s * BK + my_channel) * static_cast<Index>(in_w) + window_first;
-        unsigned char* const dst = raw_base + (k % 3) * raw_bytes + my_channel * raw_row + (my_channel / 4) * 16;
+    int item_first = 0;    // window_first of the item being loaded
+    Index item_rows = 0;   // and its first channel row, (n * groups + group) * channels
+    auto load_raw = [&](int k, int i, int s) {
+        if (s == 0) {
+            int n, q0;
+            item_of(i, n, q0);
+            item_first = floor_to(lo_base + q0, VEC);
+            item_rows = (static_cast<Index>(n) * groups + group) * channels;
+        }
+        const int window_first = item_first;
+        const int channel = s * BK + my_channel;
+        const T* const src = in + (item_rows + channel) * static_cast<Index>(in_w) + window_first;
+        unsigned char* const dst = raw_base + (k % 3) * raw_bytes + my_channel * raw_row + (WIDE ? (my_channel / 4) * 16 : 0);
         const int copies = window_vectors * (16 / COPY);
-        for (int u = my_lane; u < copies; u += LANES) {
-            const int l = window_first + u * UNIT;
-            const bool valid = channel_ok && l >= 0 && l < in_w;  // in_w % UNIT == 0: all or nothing
-            cp_async_vector<COPY>(dst + u * COPY, valid ? src + u * UNIT : in, valid);
+        if (channel < channels && window_first >= 0 && window_first + copies * UNIT <= in_w) {
+            for (int u = my_lane; u < copies; u += LANES) cp_async_vector<COPY>(dst + u * COPY, src + u * UNIT, true);
+        } else {
+            for (int u = my_lane; u < copies; u += LANES) {
+                const int l = window_first + u * UNIT;
+                const bool valid = channel < channels && l >= 0 && l < in_w;  // in_w % UNIT == 0: all or nothing
+                cp_async_vector<COPY>(dst + u * COPY, valid ? src + u * UNIT : in, valid);
+            }
         }
     };
 
-    // Raw buffer k % 3 into window buffer k % 2.  Task (chunk c, half h,
-    // vector v) reads 4 channel rows of 16 bytes (16-bit: channels 8c + 4h
-    // ..; float: the 8 bytes h of channels 4c ..) and writes their 8 bytes of
-    // 8 positions (16-bit) or 16 bytes of 2 positions (float).  A channel
-    // row sits at ch * raw_row + (ch / 4) * 16: the 8 (chunk, half) tasks of
-    // a quarter-warp read 8 distinct bank groups (16-bit).
+    // Raw buffer k % 3 into window buffer k % 2.
+    //   * 16-bit: warp w takes vectors v = w, w + 8, ..: the four chunks' 8 x 8
+    //     blocks (channels 8i + j, positions 8v + ..) in one ldmatrix.x4.trans
+    //     (lane 8i + j: channel 8i + j's row) and out transposed in one
+    //     stmatrix.x4 (lane 8i + j: position 8v + j's 16 bytes of chunk i),
+    //     TRANSPOSE_AT_ONCE vectors' loads in flight before their stores (the
+    //     barrier after the transpose waits for the warp with most vectors).
+    //     (Four 16-byte reads, eight 8-byte writes and 16 byte permutes a
+    //     thread per 32 elements before: perf notes v22.)
+    //   * float: task (chunk c, half h, vector v) reads the 8 bytes h of
+    //     channels 4c .. 4c + 3 and writes their 16 bytes of 2 positions,
+    //     rounded to TF32; the 8 (chunk, half) tasks of a quarter-warp read 8
+    //     distinct bank groups.
     auto transpose = [&](int k) {
         const unsigned char* const src0 = raw_base + (k % 3) * raw_bytes;
         unsigned char* const dst0 = trans_base + (k % 2) * trans_bytes;
-        const int total = 2 * WGMMA_CHUNKS * window_vectors;
-        for (int task = tid; task < total; task += WGMMA_THREADS) {
-            const int chunk = task % WGMMA_CHUNKS, half = task / WGMMA_CHUNKS % 2, v = task / (2 * WGMMA_CHUNKS);
-            unsigned char* dst = dst0 + chunk * chunk_stride + v * VEC * 16;
-            if constexpr (WIDE) {
+        if constexpr (WIDE) {
+            const int total = 2 * WGMMA_CHUNKS * window_vectors;
+            for (int task = tid; task < total; task += WGMMA_THREADS) {
+                const int chunk = task % WGMMA_CHUNKS, half = task / WGMMA_CHUNKS % 2, v = task / (2 * WGMMA_CHUNKS);
+                unsigned char* dst = dst0 + chunk * chunk_stride + v * VEC * 16;
                 const int c0 = 4 * chunk;
                 const unsigned char* src = src0 + c0 * raw_row + chunk * 16 + v * 16 + half * 8;
                 uint2 raw[4];  // raw[e]: channel c0 + e at positions 2 half, 2 half + 1
@@ -922,13 +989,21 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
                 *reinterpret_cast<uint4*>(dst + (2 * half + 1) * 16) =
                     make_uint4(to_tf32(__uint_as_float(raw[0].y)), to_tf32(__uint_as_float(raw[1].y)),
                                to_tf32(__uint_as_float(raw[2].y)), to_tf32(__uint_as_float(raw[3].y)));
-            } else {
-                const int c0 = 8 * chunk + 4 * half;
-                const unsigned char* src = src0 + c0 * raw_row + (c0 / 4) * 16 + v * 16;
-                uint4 raw[4];  // raw[e]: channel c0 + e at 8 positions
+            }
+        } else {
+            static_assert(WGMMA_CHUNKS == 4, "one ldmatrix.x4 per vector: the four chunks");
+            constexpr int WARPS = WGMMA_THREADS / 32;
+            const int lane = tid % 32;
+            const unsigned char* const src = src0 + lane * raw_row;  // channel lane (8i + j)
+            unsigned char* const dst = dst0 + (lane / 8) * chunk_stride + (lane % 8) * 16;
+            for (int v0 = tid / 32; v0 < window_vectors; v0 += WARPS * TRANSPOSE_AT_ONCE) {
+                unsigned block[TRANSPOSE_AT_ONCE][4];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) raw[e] = *reinterpret_cast<const uint4*>(src + e * raw_row);
-                store_positions16(raw, dst + half * 8);
+                for (int u = 0; u < TRANSPOSE_AT_ONCE; ++u)
+                    if (v0 + WARPS * u < window_vectors) ldmatrix_x4_trans(block[u], src + (v0 + WARPS * u) * 16);
+#pragma unroll
+                for (int u = 0; u < TRANSPOSE_AT_ONCE; ++u)
+                    if (v0 + WARPS * u < window_vectors) stmatrix_x4(dst + (v0 + WARPS * u) * 128, block[u]);
             }
         }
     };
@@ -982,24 +1057,20 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
                 // added) over the window buffers, then writes 16-byte vectors
                 // aligned in global memory: a row that starts a elements past
                 // a 16-byte boundary (a even) is written as cols [8l - a,
-                // 8l - a + 8) for l = 1..15 by lanes 1..15 of its half-warp,
-                // its first 8 - a and last a columns in 4-byte words by lane 0.
-                constexpr int WROW = 64 + 4;  // words per staged row (conflict-free writes)
+                // 8l - a + 8) for l = 1..15 by lanes 1..15 of its half-warp
+                // (and l = 0 where a is 0); then lanes 2r and 2r + 1 write
+                // row r's first 8 - a and last a columns, at most 12 bytes
+                // each (a 4-, an 8- and a 4-byte store as alignment allows),
+                // all 32 lanes at once (perf notes v22: lane 0 writing both
+                // ends of every row in turn was a sixth of P2's instructions).
+                constexpr int WROW = 64 + 4;  // words per staged row (an odd number of 16-byte units: conflict-free)
                 __syncthreads();              // every warpgroup's MMAs are done: the window buffers are free
                 unsigned* const staged = reinterpret_cast<unsigned*>(trans_base) + (tid / 32) * 16 * WROW;
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const float b = bias != nullptr ? ValueTraits<T>::to_acc(bias[group * out_channels + m_tile * BM + wm + 16 * w + g + 8 * h]) : 0.0f;
-#pragma unroll
-                    for (int j = 0; j < 16; ++j) {
-                        union {
-                            T value[2];
-                            unsigned word;
-                        } pair;
-                        pair.value[0] = ValueTraits<T>::from_acc(acc[4 * j + 2 * h] + b);
-                        pair.value[1] = ValueTraits<T>::from_acc(acc[4 * j + 2 * h + 1] + b);
-                        staged[(g + 8 * h) * WROW + 4 * j + t4] = pair.word;
-                    }
+                const T* const part_bias = bias != nullptr ? bias + group * out_channels + m_tile * BM + wm + 16 * w : nullptr;
+                if (part_bias != nullptr) {
+                    stage_part16<T, true>(acc, staged, WROW, part_bias, lane);
+                } else {
+                    stage_part16<T, false>(acc, staged, WROW, part_bias, lane);
                 }
                 __syncwarp();
                 const int l = lane % 16;
@@ -1011,10 +1082,27 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
                     const unsigned* const src = staged + r * WROW;
                     if (l > 0 || a == 0) {
                         const int c = (8 * l - a) / 2;  // first word
-                        *reinterpret_cast<uint4*>(row + 8 * l - a) = make_uint4(src[c], src[c + 1], src[c + 2], src[c + 3]);
-                    } else {
-                        for (int c = 0; c < 8 - a; c += 2) *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
-                        for (int c = 128 - a; c < 128; c += 2) *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
+                        store_global16(row + 8 * l - a, make_uint4(src[c], src[c + 1], src[c + 2], src[c + 3]));
+                    }
+                }
+                {
+                    const int r = lane / 2;
+                    T* const row = out_rows + r * static_cast<Index>(out_w);
+                    const int a = static_cast<int>(reinterpret_cast<unsigned long long>(row) / sizeof(T) % 8);
+                    const unsigned* const src = staged + r * WROW;
+                    // columns [c, end): 2 to 6 of them, c even, row + c 4-byte aligned
+                    int c = lane % 2 == 0 ? 0 : 128 - a;
+                    const int end = lane % 2 == 0 ? 8 - a : 128;
+                    if (a != 0) {
+                        if (reinterpret_cast<unsigned long long>(row + c) % 8 != 0) {
+                            *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
+                            c += 2;
+                        }
+                        if (c + 4 <= end) {
+                            *reinterpret_cast<uint2*>(row + c) = make_uint2(src[c / 2], src[c / 2 + 1]);
+                            c += 4;
+                        }
+                        if (c < end) *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
                     }
                 }
             }
@@ -1046,16 +1134,20 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     const unsigned long long b_desc = wgmma_descriptor(base + static_cast<unsigned>(trans_base - smem) + (head + wn) * 16, chunk_stride, 128);
 
     const int steps = my_items * slices;
-    load_raw(0);
+    load_raw(0, 0, 0);
     cp_async_commit();
-    if (steps > 1) load_raw(1);
+    if (steps > 1) load_raw(1, slices > 1 ? 0 : 1, slices > 1 ? 1 : 0);
     cp_async_commit();
     for (int i = 0, k = 0; i < my_items; ++i) {
         for (int s = 0; s < slices; ++s, ++k) {
             cp_async_wait_group<1>();  // the weight and step k's raw slice are here (step k + 1's may not be)
             __syncthreads();           // ... for every thread; raw buffer (k + 2) % 3 and window buffer k % 2 are free
             transpose(k);
-            if (k + 2 < steps) load_raw(k + 2);
+            if (k + 2 < steps) {  // step k + 2: item i2, slice s2
+                int i2 = i, s2 = s + 2;
+                for (int wrap = 0; wrap < 2 && s2 >= slices; ++wrap) s2 -= slices, ++i2;
+                load_raw(k + 2, i2, s2);
+            }
             cp_async_commit();
             fence_proxy_async();
             __syncthreads();  // window buffer k % 2 is written

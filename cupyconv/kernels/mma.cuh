@@ -42,6 +42,17 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
                  : "r"(shared_address(p)));
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// ldmatrix's counterpart (sm_90): lane 8i + j gives the address of row j of
+// matrix i, which gets the 16 bytes the lanes' registers r[i] hold in
+// ldmatrix's layout (lane t: row t / 4, elements 2 (t % 4) and + 1).  After
+// ldmatrix_x4_trans from other rows it stores the four 8x8 blocks transposed.
+__device__ __forceinline__ void stmatrix_x4(void* p, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(shared_address(p)), "r"(r[0]), "r"(r[1]), "r"(r[2]),
+                 "r"(r[3])
+                 : "memory");
+}
+#endif
 // VB bytes global -> shared: 16 through L2 only (.cg), 8 through L1 (.ca).
 template <int VB>
 __device__ __forceinline__ void cp_async_vector(void* dst, const void* src, bool valid) {
