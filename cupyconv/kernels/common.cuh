@@ -96,6 +96,14 @@ struct AxisPhase {
     int tap_in_step;
 };
 
+// One 16-byte store to global memory (p 16-byte aligned).  Written as a
+// plain uint4 store of a union or of words just loaded from shared memory,
+// NVRTC emitted four 4-byte stores in some kernels (perf notes v22).  No
+// memory clobber: the kernels that use it never read back what it writes.
+__device__ __forceinline__ void store_global16(void* p, const uint4& v) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
 __device__ __forceinline__ AxisPhase load_axis_phase(const int* __restrict__ table, int index) {
     const int* p = table + 9 * index;
     AxisPhase a;

@@ -702,12 +702,6 @@ __device__ __forceinline__ void stage_part16(const float (&acc)[64], unsigned* s
     }
 }
 #endif
-// One 16-byte store to global memory (p 16-byte aligned).  Written as a
-// plain uint4 store of four words just loaded from shared memory, NVRTC
-// emitted four 4-byte stores (perf notes v22).
-__device__ __forceinline__ void store_global16(void* p, const uint4& v) {
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
 // Two consecutive outputs (8 bytes of float, 4 of half or bfloat16) in one store.
 template <typename T>
 __device__ __forceinline__ void store_pair(T* dst, float a, float b) {
@@ -814,7 +808,7 @@ __device__ __forceinline__ void store_fill_part(const float (&d)[64], T* __restr
                 } vector;
                 vector.whole = a == 0 ? src[v + 1] : bytes_from(src[v], src[v + 1], (VEC - a) * static_cast<int>(sizeof(T)));
                 if (first >= 0 && first + VEC <= OUTS) {
-                    *reinterpret_cast<uint4*>(row + first) = vector.whole;
+                    store_global16(row + first, vector.whole);
                 } else {
 #pragma unroll
                     for (int e = 0; e < VEC; ++e)

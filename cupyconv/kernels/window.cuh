@@ -94,7 +94,7 @@ __device__ __forceinline__ void store_window_tile(
                 packed.value[e] = ValueTraits<T>::from_acc((inside && (j & 1) == p.out_base ? stage[co_l * SROW + (j >> 1)] : 0.0f) + b);
                 if (!whole && inside && first + j < out_w) row_first[j] = packed.value[e];
             }
-            if (whole) *reinterpret_cast<uint4*>(row_first + j0) = packed.whole;
+            if (whole) store_global16(row_first + j0, packed.whole);
         }
         return;
     }
@@ -131,7 +131,7 @@ __device__ __forceinline__ void store_window_tile(
                 packed.value[e] = ValueTraits<T>::from_acc((inside ? stage[((co_l << fold_shift) + r) * SROW + col] : 0.0f) + b);
                 if (!whole && inside && q0 + col < p.count && o0 + e >= 0 && o0 + e < out_w) row_first[j] = packed.value[e];
             }
-            if (whole) *reinterpret_cast<uint4*>(row_first + j0) = packed.whole;
+            if (whole) store_global16(row_first + j0, packed.whole);
         }
         return;
     }
@@ -181,7 +181,7 @@ __device__ __forceinline__ void store_window_tile(
 #pragma unroll
             for (int e = 0; e < VEC; ++e) packed.value[e] = ValueTraits<T>::from_acc(v[e] + b);
             if (address % 16 == 0) {
-                *reinterpret_cast<uint4*>(dst) = packed.whole;
+                store_global16(dst, packed.whole);
             } else {
                 reinterpret_cast<uint2*>(dst)[0] = packed.half[0];
                 reinterpret_cast<uint2*>(dst)[1] = packed.half[1];
