@@ -65,6 +65,7 @@ def test_pack_weight_constants_match_the_host():
     found = dict(re.findall(r"constexpr int (PACK_\w+) = (\d+);", _kernels.source("pack_weight.cu")))
     assert int(found["PACK_THREADS"]) == _kernels.PACK_THREADS
 
+
 def test_wgmma_compiles_for_sm_90a_without_spills():
     """conv_wgmma, conv_wgmma_resident and grad_weight_wgmma are built for
     sm_90a on Hopper (their wgmma instructions exist only there).  Their

@@ -53,6 +53,7 @@ __device__ __forceinline__ void stmatrix_x4(void* p, const unsigned (&r)[4]) {
                  : "memory");
 }
 #endif
+
 // VB bytes global -> shared: 16 through L2 only (.cg), 8 through L1 (.ca).
 template <int VB>
 __device__ __forceinline__ void cp_async_vector(void* dst, const void* src, bool valid) {
