@@ -291,6 +291,27 @@ struct WgmmaCopies {
         }
         slice_step = static_cast<Index>(WGMMA_CHUNKS * VEC) * in_w;
     }
+
+    // Slice s's weight pairs for every tap into stage (tap t's A buffer
+    // a_tap bytes after tap t - 1's); with LO, the lo array too (lo_offset
+    // elements on in `weight`, lo_bytes on in the stage).  The caller commits.
+    template <bool LO = false>
+    __device__ __forceinline__ void copy_weight(unsigned char* stage, int s, int taps, const T* weight, int channels_padded, int a_tap,
+                                                Index lo_offset = 0, int lo_bytes = 0) const {
+        const int c0 = s * WGMMA_CHUNKS * VEC;
+#pragma unroll
+        for (int i = 0; i < A_PAIRS; ++i) {
+            const bool valid = a_valid[i] && c0 + a_chunk[i] < channels_padded;
+            const T* src = a_src[i] + c0;
+            unsigned char* dst = stage + a_dst[i];
+            for (int t = 0; t < taps; ++t) {
+                cp_async16(dst, valid ? src : weight, valid);
+                if constexpr (LO) cp_async16(dst + lo_bytes, valid ? src + lo_offset : weight, valid);
+                src += a_tap_step;
+                dst += a_tap;
+            }
+        }
+    }
 };
 
 template <typename T, typename Index, int BM, int BN>
@@ -324,7 +345,6 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     const int tid = threadIdx.x;
     const int warpgroup = tid / 128;
 
-
     const int a_bytes = max_taps * A_TAP;
     const int stage_bytes = a_bytes + WGMMA_CHUNKS * chunk_stride;  // a multiple of 128 (host)
     const int slices = taps > 0 ? (channels + BK - 1) / BK : 0;  // a phase no tap reaches writes the bias
@@ -338,17 +358,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     auto load = [&](int s, int buf) {
         unsigned char* stage = smem + buf * stage_bytes;
         const int c0 = s * BK;
-#pragma unroll
-        for (int i = 0; i < Copies::A_PAIRS; ++i) {
-            const bool valid = plan.a_valid[i] && c0 + plan.a_chunk[i] < channels_padded;
-            const T* src = plan.a_src[i] + c0;
-            unsigned char* dst = stage + plan.a_dst[i];
-            for (int t = 0; t < taps; ++t) {
-                cp_async16(dst, valid ? src : weight, valid);
-                src += plan.a_tap_step;
-                dst += A_TAP;
-            }
-        }
+        plan.copy_weight(stage, s, taps, weight, channels_padded, A_TAP);
         cp_async_commit();
         const Index offset = s * plan.slice_step;
 #pragma unroll
@@ -496,20 +506,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
 
     // Slice s's weight, hi and lo, into buffer buf (one commit group).
     auto fetch_a = [&](int s, int buf) {
-        unsigned char* stage = smem + buf * stage_bytes;
-        const int c0 = s * BK;
-#pragma unroll
-        for (int i = 0; i < Copies::A_PAIRS; ++i) {
-            const bool valid = plan.a_valid[i] && c0 + plan.a_chunk[i] < channels_padded;
-            const float* src = plan.a_src[i] + c0;
-            unsigned char* dst = stage + plan.a_dst[i];
-            for (int t = 0; t < taps; ++t) {
-                cp_async16(dst, valid ? src : weight, valid);
-                cp_async16(dst + half_bytes, valid ? src + lo_offset : weight, valid);
-                src += plan.a_tap_step;
-                dst += A_TAP;
-            }
-        }
+        plan.template copy_weight<true>(smem + buf * stage_bytes, s, taps, weight, channels_padded, A_TAP, lo_offset, half_bytes);
         cp_async_commit();
     };
     // Slice s's window into registers (raw[i][e]: channel c0 + w_channel + e at 4 positions) ...
