@@ -13,6 +13,10 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool vali
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(valid ? 16 : 0)
                  : "memory");
 }
+// The same to a shared-memory address (shared_address).
+__device__ __forceinline__ void cp_async16_to(unsigned dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
 // 8 or 4 bytes global -> shared (cp.async.ca: .cg takes only 16-byte copies).
 template <int BYTES>
 __device__ __forceinline__ void cp_async_small(void* dst, const void* src, bool valid) {
@@ -50,6 +54,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
 __device__ __forceinline__ void stmatrix_x4(void* p, const unsigned (&r)[4]) {
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(shared_address(p)), "r"(r[0]), "r"(r[1]), "r"(r[2]),
                  "r"(r[3])
+                 : "memory");
+}
+// The transposed form: lane t's register r[i] holds elements (t / 4, 2 (t %
+// 4)) and (t / 4, 2 (t % 4) + 1) of matrix i; row j of the stored matrix
+// (at the address lane 8i + j gives) gets its column j.
+__device__ __forceinline__ void stmatrix_x4_trans(void* p, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(shared_address(p)), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
                  : "memory");
 }
 #endif

@@ -1,0 +1,111 @@
+// Hopper warpgroup MMA (wgmma, sm_90a) helpers shared by conv_wgmma.cu and
+// conv_fold.cu: shared-memory matrix descriptors, the fences and group
+// waits, and the MMA shapes the kernels issue.
+#pragma once
+#include "common.cuh"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A shared-memory matrix descriptor: no swizzle, base offset 0, byte
+// offsets in 16-byte units (14 bits each).
+__device__ __forceinline__ unsigned long long wgmma_descriptor(unsigned address, unsigned leading, unsigned stride) {
+    return static_cast<unsigned long long>((address >> 4) & 0x3FFF) |
+           static_cast<unsigned long long>((leading >> 4) & 0x3FFF) << 16 |
+           static_cast<unsigned long long>((stride >> 4) & 0x3FFF) << 32;
+}
+// The same with 128-byte swizzling (layout type 1 in bits 62-63): 16-byte
+// chunk c of each 128-byte row r of a 1024-byte-aligned atom lies at chunk
+// c ^ (r % 8).
+__device__ __forceinline__ unsigned long long wgmma_descriptor_sw128(unsigned address, unsigned leading, unsigned stride) {
+    return wgmma_descriptor(address, leading, stride) | (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Ordinary shared-memory stores, made visible to the tensor cores' reads.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Keeps the compiler from moving accumulator accesses across the asynchronous MMAs.
+template <int N>
+__device__ __forceinline__ void pin(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// D (64 x 128 floats, this thread's 64) = A (64 x K) * B (K x 128) + (D if
+// accumulate), both operands from shared memory, K 16 (16-bit) or 8 (TF32).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate = 1);
+// One specialization per operand type: the PTX shape and type suffix, and
+// the trailing immediates (scale-a, scale-b, and for 16-bit the transpose
+// flags: both operands K-major).
+#define CUPYCONV_WGMMA_M64N128(TYPE, SHAPE_TYPES, IMMEDIATES)                                                    \
+    template <>                                                                                                  \
+    __device__ __forceinline__ void wgmma_m64n128<TYPE>(float (&d)[64], unsigned long long a, unsigned long long b, \
+                                                        int accumulate) {                                        \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                               \
+                     "wgmma.mma_async.sync.aligned." SHAPE_TYPES " "                                              \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, " IMMEDIATES ";\n}\n"                                                    \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                       \
+                     : "l"(a), "l"(b), "r"(accumulate));                                                         \
+    }
+CUPYCONV_WGMMA_M64N128(half_t, "m64n128k16.f32.f16.f16", "1, 1, 0, 0")
+CUPYCONV_WGMMA_M64N128(bfloat16_t, "m64n128k16.f32.bf16.bf16", "1, 1, 0, 0")
+CUPYCONV_WGMMA_M64N128(float, "m64n128k8.f32.tf32.tf32", "1, 1")
+#undef CUPYCONV_WGMMA_M64N128
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// D (64 x N floats, this thread's N / 2) += A (64 x 16) * B (16 x N), A read
+// M-major (imm-trans-a 1: 16-byte rows along M, one per k) and B K-major,
+// both from shared memory; 16-bit operands (transposes exist for those only).
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_m64k16_mn_a(float (&d)[N / 2], unsigned long long a, unsigned long long b);
+// One specialization per operand type and N (the PTX type suffix; imm-trans-a 1).
+#define CUPYCONV_WGMMA_M64N32K16_MN_A(TYPE, OPERAND)                                                                     \
+    template <>                                                                                                          \
+    __device__ __forceinline__ void wgmma_m64k16_mn_a<TYPE, 32>(float (&d)[16], unsigned long long a, unsigned long long b) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                        \
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." OPERAND "." OPERAND " "                               \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 0;\n}\n" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+                     : "l"(a), "l"(b), "r"(1));                                                                          \
+    }
+#define CUPYCONV_WGMMA_M64N64K16_MN_A(TYPE, OPERAND)                                                                     \
+    template <>                                                                                                          \
+    __device__ __forceinline__ void wgmma_m64k16_mn_a<TYPE, 64>(float (&d)[32], unsigned long long a, unsigned long long b) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                        \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." OPERAND "." OPERAND " "                               \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 1, 0;\n}\n" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+                     : "l"(a), "l"(b), "r"(1));                                                                          \
+    }
+CUPYCONV_WGMMA_M64N32K16_MN_A(half_t, "f16")
+CUPYCONV_WGMMA_M64N32K16_MN_A(bfloat16_t, "bf16")
+CUPYCONV_WGMMA_M64N64K16_MN_A(half_t, "f16")
+CUPYCONV_WGMMA_M64N64K16_MN_A(bfloat16_t, "bf16")
+#undef CUPYCONV_WGMMA_M64N32K16_MN_A
+#undef CUPYCONV_WGMMA_M64N64K16_MN_A
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// D (64 x 128 floats, this thread's 64) = A (64 x 16) * B (16 x 128) + (D if
+// accumulate), A K-major and B MN-major (imm-trans-b 1: 16-byte rows of 8
+// consecutive columns, one per k), both from shared memory; 16-bit operands.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16_mn_b(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate);
+#define CUPYCONV_WGMMA_M64N128K16_MN_B(TYPE, OPERAND)                                                                    \
+    template <>                                                                                                          \
+    __device__ __forceinline__ void wgmma_m64n128k16_mn_b<TYPE>(float (&d)[64], unsigned long long a, unsigned long long b, \
+                                                                int accumulate) {                                        \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                        \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." OPERAND "." OPERAND " "                              \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 1;\n}\n" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+                     : "l"(a), "l"(b), "r"(accumulate));                                                                 \
+    }
+CUPYCONV_WGMMA_M64N128K16_MN_B(half_t, "f16")
+CUPYCONV_WGMMA_M64N128K16_MN_B(bfloat16_t, "bf16")
+#undef CUPYCONV_WGMMA_M64N128K16_MN_B
+#endif
