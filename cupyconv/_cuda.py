@@ -583,6 +583,74 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
     return True
 
 
+# conv_fold (perf notes v23) takes the 16-bit forward passes of stride 8 with
+# 9 to 16 taps, dilation 1 and one group on compute capability 9.0 (X2, a
+# vocoder's upsampling layer): one GEMM over (output channel, tap) rows and
+# the input as stored, the two taps of each phase folded in its epilogue.
+# Inputs whose rows are not whole 16-byte vectors, or whose channels' weight
+# tile does not fit in shared memory, keep the other kernels.  False keeps it
+# off; FOLD_BLOCKS (tests) sets its grid in place of one block a
+# multiprocessor.
+USE_FOLD = True
+FOLD_BLOCKS = None
+
+
+def _fold_applies(geometry: Geometry, dtype: str) -> bool:
+    return (
+        USE_FOLD and dtype in _kernels.FOLD_DTYPES and _kernels._is_1d(geometry) and geometry.groups == 1
+        and geometry.stride[1] == _kernels.FOLD_STRIDE and geometry.dilation[1] == 1
+        and _kernels.FOLD_STRIDE < geometry.kernel[1] <= _kernels.FOLD_TAPS and geometry.in_size[1] % 8 == 0
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shared: int):
+    """(conv_fold launch, pack_fold_weight launch, packed shape), or None
+    where the weight tile and buffers do not fit in shared memory."""
+    channels_padded = _kernels.fold_channels_padded(geometry.in_channels)
+    shared = _kernels.fold_shared_bytes(channels_padded)
+    if shared > max_shared:
+        return None
+    in_w, out_w, padding = geometry.in_size[1], geometry.out_size[1], geometry.padding[1]
+    groups_q = -(-(out_w + padding) // _kernels.FOLD_STRIDE)  # output positions o + padding = 8q + r: q < groups_q
+    tiles_per_row = -(-groups_q // _kernels.FOLD_BN)
+    row_tiles = -(-geometry.out_channels // (_kernels.FOLD_ROWS // _kernels.FOLD_TAPS))
+    work = row_tiles * geometry.batch * tiles_per_row
+    if work > _kernels.INT32_LIMIT:
+        return None
+    # blocks in equal parts of each row tile where there are enough (conv_fold.cu)
+    parts = blocks // row_tiles
+    grid = row_tiles * parts if parts else blocks
+    scalars = tuple(
+        _i32(v)
+        for v in (geometry.batch, geometry.in_channels, channels_padded, geometry.out_channels, in_w, out_w, padding, tiles_per_row, work, parts)
+    )  # fmt: skip
+    launch = _Launch("conv_fold.cu", _kernels.fold_name(dtype, index), grid, _kernels.FOLD_THREADS, scalars, shared)
+    packed_shape = (row_tiles * _kernels.FOLD_ROWS, channels_padded)
+    total = math.prod(packed_shape)
+    pack_scalars = (_i32(geometry.in_channels), _i32(geometry.out_channels), _i32(geometry.kernel[1]), _i32(channels_padded), _i64(total))
+    pack_blocks = max(1, min(-(-total // _kernels.PACK_THREADS), _kernels.PACK_MAX_BLOCKS))
+    pack = _Launch("conv_fold.cu", _kernels.pack_fold_weight_name(dtype), pack_blocks, _kernels.PACK_THREADS, pack_scalars)
+    return launch, pack, packed_shape
+
+
+def _fold(x4, weight, bias, out4, geometry: Geometry) -> bool:
+    """Runs the forward pass with conv_fold if the rule above sends it there;
+    False if not."""
+    dtype = _geometry.dtype_name(out4.dtype)
+    if not _fold_applies(geometry, dtype) or out4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or _compute_capability() != 90:
+        return False
+    index = _kernels.index_type(x4.size, out4.size, weight.size)
+    plan = _fold_plan(geometry, dtype, index, FOLD_BLOCKS or _multiprocessors(), _max_shared())
+    if plan is None:
+        return False
+    launch, pack, packed_shape = plan
+    packed = cupy.empty(packed_shape, dtype=weight.dtype)
+    _launch(pack, (weight, packed))
+    _launch(launch, (x4, packed, bias, out4))
+    return True
+
+
 # conv_window's fill takes the float32 "highest" forward passes that
 # conv_wgmma_resident's fill takes in the other modes (stride 2, a dilation
 # that is a multiple of it: P4), as 3xTF32 on tensor cores: one phase of 64
@@ -1130,7 +1198,9 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
     (written into `out` when given).
 
     float16 and bfloat16, and float32 with precision "tf32", run on tensor
-    cores (sm_80 and later); float64 on CUDA cores.  Depthwise problems (one
+    cores (sm_80 and later); float64 on CUDA cores.  16-bit passes of stride
+    8 with two taps a phase run conv_fold on compute capability 9.0
+    (USE_FOLD).  Depthwise problems (one
     input channel per group) run a stencil kernel that accumulates in float32
     (float64 for float64) in every mode.  Large 1D problems on tensor cores
     run conv_window (see WINDOW_MIN_OUTPUT), float32 "highest" included (as
@@ -1162,7 +1232,11 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                 _depthwise(x4, weight, bias, y4, geometry)
             elif _grouped_forward_routed(geometry, _geometry.dtype_name(x.dtype), precision):
                 _grouped_forward(x4, weight, bias, y4, geometry)
-            elif not (_window_fill(x4, weight, bias, y4, geometry, precision) or _direct(x4, weight, bias, y4, geometry, precision)):
+            elif not (
+                _fold(x4, weight, bias, y4, geometry)
+                or _window_fill(x4, weight, bias, y4, geometry, precision)
+                or _direct(x4, weight, bias, y4, geometry, precision)
+            ):
                 _gemm(x4, weight, bias, y4, geometry, "forward", precision)
         return y
 

@@ -223,7 +223,7 @@ class WgmmaTile(NamedTuple):
 
 
 WGMMA_THREADS = 256  # conv_wgmma.cu: two warpgroups
-SM90A_FILES = ("conv_wgmma.cu",)  # built for sm_90a (wgmma) on compute capability 9.0
+SM90A_FILES = ("conv_wgmma.cu", "conv_fold.cu")  # built for sm_90a (wgmma) on compute capability 9.0
 WGMMA_TILES = (WgmmaTile(128, 128), WgmmaTile(64, 256))
 WGMMA_CHUNKS = 4  # conv_wgmma.cu: 16-byte chunks of a channel slice
 WGMMA_STAGES = 3  # and its shared-memory buffers
@@ -417,6 +417,39 @@ def grad_weight_wgmma_layout(geometry: Geometry, tile: GradWeightWgmmaTile, dtyp
     x_tile = tile.bn * GRAD_WEIGHT_WGMMA_POSITIONS * 2
     shared = GRAD_WEIGHT_WGMMA_X_BUFFERS * x_tile + GRAD_WEIGHT_WGMMA_RAW_BUFFERS * raw + 2 * (rows_per_block // 8) * chunk_stride
     return vectors, chunk_stride, max(shared, tile.taps * rows_per_block * tile.bn * 4), copy
+
+
+# conv_fold.cu: the forward pass of stride 8 with 9 to 16 taps (two a phase),
+# dilation 1, one group, in 16-bit on wgmma; its sizes as the kernel has them.
+FOLD_THREADS = 256
+FOLD_STRIDE = 8
+FOLD_ROWS = 128  # GEMM rows a block: 8 output channels x 16 taps
+FOLD_TAPS = 16  # rows an output channel
+FOLD_BN = 128  # input positions a tile
+FOLD_BK = 64  # input channels a k-block
+FOLD_STAGES = 5
+FOLD_STAGE_BYTES = FOLD_BK * FOLD_BN * 2  # a k-block buffer: 128-byte-swizzled atoms of 8 channels x 64 positions
+FOLD_OUT_BYTES = FOLD_STRIDE * FOLD_BN * 2 + 32  # a warp's staged outputs
+FOLD_DTYPES = ("float16", "bfloat16")
+
+
+def fold_name(dtype: str, index: str) -> str:
+    return f"conv_fold<{CUDA_TYPE[dtype]}, {index}>"
+
+
+def pack_fold_weight_name(dtype: str) -> str:
+    return f"pack_fold_weight<{CUDA_TYPE[dtype]}>"
+
+
+def fold_channels_padded(in_channels: int) -> int:
+    """conv_fold's packed weight rows: the input channels in whole k-blocks."""
+    return -(-in_channels // FOLD_BK) * FOLD_BK
+
+
+def fold_shared_bytes(channels_padded: int) -> int:
+    """conv_fold's shared memory: the row tile's weight, the k-block
+    buffers, and each of its 8 warps' staged outputs."""
+    return FOLD_ROWS * channels_padded * 2 + FOLD_STAGES * FOLD_STAGE_BYTES + (FOLD_THREADS // 32) * FOLD_OUT_BYTES
 
 
 def window_channels_padded(channels: int, dtype: str) -> int:
@@ -1082,6 +1115,9 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     ]
             if dtype in GRAD_WEIGHT_WINDOW_DTYPES:
                 names += [("grad_weight_window.cu", grad_weight_window_name(dtype, index, t)) for t in GRAD_WEIGHT_WINDOW_TILES]
+            if dtype in FOLD_DTYPES:
+                names.append(("conv_fold.cu", fold_name(dtype, index)))
+                names += [("conv_fold.cu", pack_fold_weight_name(dtype))] if index == INDEX_TYPES[0] else []
             if dtype in GRAD_WEIGHT_WGMMA_DTYPES:
                 names += [
                     ("conv_wgmma.cu", grad_weight_wgmma_name(dtype, index, t, copy))

@@ -154,6 +154,20 @@ PHASE_BACKWARD_CASES = [
 # and of 40 (the last row tile cut), the sums on odd outputs (out_base 1)
 # and on even ones, odd and even output lengths (every row alignment), an
 # output padding, a longer dilation, groups, no bias.
+# conv_fold (stride 8, 9 to 16 taps, dilation 1, one group; 16-bit on
+# Hopper): X2's shape with a last column tile of one output group (its
+# carry), input channels past a k-block of 64, output channels past a row
+# tile of 8, paddings that move the outputs' 16-byte alignment (odd output
+# rows too), output_padding, fewer taps than 16, rows of several column
+# tiles, no bias, an unbatched input.
+FOLD_CASES = [
+    Case("1d_fold_x2", 1, 2, 64, 16, (16,), (256,), stride=8, padding=4),
+    Case("1d_fold_ragged", 1, 3, 72, 13, (16,), (136,), stride=8, padding=3, output_padding=5),
+    Case("1d_fold_k9_p0", 1, 2, 40, 8, (9,), (64,), stride=8, bias=False),
+    Case("1d_fold_k12_p7", 1, 1, 130, 24, (12,), (520,), stride=8, padding=7, output_padding=7),
+    Case("1d_fold_p9_unbatched", 1, None, 64, 9, (16,), (200,), stride=8, padding=9),
+]
+
 FILL_CASES = [
     Case("1d_fill_s2_d2", 1, 3, 32, 64, (3,), (700,), stride=2, padding=1, dilation=2),
     Case("1d_fill_d4_p3_op1", 1, 2, 24, 128, (4,), (520,), stride=2, padding=3, output_padding=1, dilation=4),

@@ -32,6 +32,7 @@ from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_t
 from sweep import (
     CASES,
     FILL_CASES,
+    FOLD_CASES,
     GRAD_INPUT_TAPS_CASES,
     GRAD_WEIGHT_PHASE_CASES,
     GRAD_WEIGHT_TAPS_CASES,
@@ -307,6 +308,7 @@ def _spy(monkeypatch, name, record):
 
     monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
     monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 0)  # float32 "highest": their 3xTF32 on short sums too
+    monkeypatch.setattr(_cuda, "USE_FOLD", name == "_fold")  # routed ahead of the window kernels (stride 8, 16-bit)
     _no_direct(monkeypatch)
     ran, original = [], getattr(_cuda, name)
 
@@ -636,6 +638,55 @@ def test_window_fill(case, tile, monkeypatch):
     keys = _spy_window_fill(monkeypatch)  # around the forced choice
     test_forward(case, ("float32", "highest"))
     assert picked == [tile] and keys and keys[-1][-1] == "fill", (picked, keys)
+
+
+# conv_fold: on Hopper only; grids of one block (every tile in turn, across
+# row tiles), of a few (blocks that start inside a row compute the tile
+# before for its carry) and of one block a multiprocessor.
+FOLD_MODES = [("float16", "highest"), ("bfloat16", "highest")]
+
+
+def _spy_fold(monkeypatch, blocks=None):
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "FOLD_BLOCKS", blocks)
+    return _spy(monkeypatch, "_fold", lambda args: "forward")
+
+
+@pytest.mark.parametrize("blocks", [None, 1, 3, 5])
+@pytest.mark.parametrize("mode", FOLD_MODES, ids=["-".join(m) for m in FOLD_MODES])
+@pytest.mark.parametrize("case", FOLD_CASES + [c for c in WINDOW_CASES if c.name == "1d_win_fold8"], ids=str)
+def test_fold_kernel(case, mode, blocks, monkeypatch):
+    """conv_fold's forward pass against float64 in poisoned memory."""
+    if not _is_hopper():
+        pytest.skip("conv_fold runs on compute capability 9.0 only")
+    ran = _spy_fold(monkeypatch, blocks)
+    test_forward(case, mode)
+    assert ran == ["forward"], "conv_fold did not run"
+
+
+def test_fold_64_bit_index(monkeypatch):
+    if not _is_hopper():
+        pytest.skip("conv_fold runs on compute capability 9.0 only")
+    ran = _spy_fold(monkeypatch, 3)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(FOLD_CASES[1], ("bfloat16", "highest"))
+    assert ran
+
+
+def test_fold_rules_out(monkeypatch):
+    """Rows that are not whole 16-byte vectors, float32, other strides and
+    dilations keep the other kernels (and are right)."""
+    cases = [
+        Case("fold_odd_rows", 1, 2, 64, 16, (16,), (250,), stride=8, padding=4),
+        Case("fold_s4", 1, 2, 64, 16, (8,), (256,), stride=4, padding=2),
+        Case("fold_d2", 1, 2, 64, 16, (16,), (256,), stride=8, padding=4, dilation=2),
+        Case("fold_k17", 1, 2, 64, 16, (17,), (256,), stride=8, padding=4),
+    ]
+    ran = _spy_fold(monkeypatch)
+    for case, mode in [(c, ("float16", "highest")) for c in cases] + [(FOLD_CASES[0], ("float32", "tf32"))]:
+        test_forward(case, mode)
+        assert not ran, (case, mode)
 
 
 def test_window_fill_64_bit_index(monkeypatch):
@@ -1837,7 +1888,8 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
 # fill, for P4-like ones (stride 2, dilation 2) in tf32 and 16-bit; neither
 # where both measured slower (P2-like in tf32).  float32 "highest" takes
 # conv_wgmma_x3 where its row rule sends it (P1-, P2-, X2-like; not X3-like,
-# 16384 rows, nor P4-like, whose fill runs on conv_window).
+# 16384 rows, nor P4-like, whose fill runs on conv_window).  X2-like in
+# 16-bit takes conv_fold.
 _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), mode, "conv_wgmma_resident")
     for mode in (("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"))
@@ -1850,6 +1902,9 @@ _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), "conv_wgmma_x3"),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "highest"), "conv_wgmma_x3"),
     (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "highest"), "conv_wgmma_x3"),
+    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float16", "highest"), "conv_fold"),
+    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("bfloat16", "highest"), "conv_fold"),
+    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "tf32"), None),
     (dict(x=(1, 64, 64), w=(64, 64, 1024), stride=256, padding=384), ("float32", "highest"), None),
 ]
 
@@ -1870,7 +1925,7 @@ def test_wgmma_routing(problem, mode, expected, monkeypatch):
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
     y = cupyconv.conv_transpose1d(_to_gpu(x, dtype), _to_gpu(w, dtype), **problem, precision=mode[1])
-    wgmma = [name for name in ran if name.startswith("conv_wgmma")]
+    wgmma = [name for name in ran if name.startswith(("conv_wgmma", "conv_fold"))]
     assert wgmma == ([expected] if expected and _is_hopper() else []), ran
     oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), **problem)
     limit = {"float32": 1e-5 if mode[1] == "highest" else 2e-3, "float16": 2e-3, "bfloat16": 2e-2}[mode[0]]

@@ -105,6 +105,47 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
     assert not spilled, f"spills: {spilled}"
 
 
+def test_conv_fold_compiles_for_sm_90a_asynchronous():
+    """conv_fold keeps its MMAs asynchronous: ptxas serializes every wgmma
+    (warning C7514) where other instructions read an accumulator set it
+    cannot prove retired, as an epilogue after a wait_group 1 in the k-block
+    loop did (perf notes v23).  And nothing spills."""
+    import re
+
+    names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_fold.cu"]
+    kernels = [name for name in names if name.startswith("conv_fold<")]
+    assert len(kernels) == len(_kernels.FOLD_DTYPES) * len(_kernels.INDEX_TYPES)
+    program = nvrtc.createProgram(_kernels.source("conv_fold.cu"), "conv_fold.cu", [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(program, name)
+        try:
+            nvrtc.compileProgram(program, ["--gpu-architecture=sm_90a", "-std=c++17", "-Xptxas=-v"])
+        except nvrtc.NVRTCError as error:
+            pytest.fail(f"conv_fold.cu failed to compile for sm_90a: {error}\n{nvrtc.getProgramLog(program)}")
+        log = nvrtc.getProgramLog(program)
+        lowered = {nvrtc.getLoweredName(program, name) for name in kernels}
+    finally:
+        nvrtc.destroyProgram(program)
+    assert "C7514" not in log and "serialized" not in log, log
+    reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
+    assert lowered <= set(reports) and all(int(reports[m]) == 0 for m in lowered), reports
+
+
+def test_conv_fold_constants_match_the_host():
+    import re
+
+    found = dict(re.findall(r"constexpr int (FOLD_\w+) = (\d+);", _kernels.source("conv_fold.cu")))
+    for name in ("FOLD_THREADS", "FOLD_STRIDE", "FOLD_ROWS", "FOLD_BN", "FOLD_BK", "FOLD_STAGES"):
+        assert int(found[name]) == getattr(_kernels, name), name
+    text = _kernels.source("conv_fold.cu")
+    assert "FOLD_KC_STRIDE = FOLD_BN / 64 * 1024;" in text and "FOLD_STAGE_BYTES = FOLD_BK / 8 * FOLD_KC_STRIDE;" in text
+    assert _kernels.FOLD_STAGE_BYTES == _kernels.FOLD_BK // 8 * _kernels.FOLD_BN // 64 * 1024
+    assert "FOLD_OUT_BYTES = FOLD_STRIDE * FOLD_BN * 2 + 32;" in text
+    assert _kernels.FOLD_OUT_BYTES == _kernels.FOLD_STRIDE * _kernels.FOLD_BN * 2 + 32
+    assert _kernels.FOLD_ROWS == 8 * _kernels.FOLD_TAPS and _kernels.FOLD_TAPS == 2 * _kernels.FOLD_STRIDE
+
+
 def test_wgmma_constants_match_the_host():
     import re
 
