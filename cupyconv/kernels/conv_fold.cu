@@ -114,7 +114,7 @@ template <typename T>
 __device__ __forceinline__ void store_fold_row(const unsigned char* staging, T* row, int first, int out_w, int lane) {
     const int lo = max(first, 0), hi = min(first + FOLD_STRIDE * FOLD_BN, out_w);
     if (lo >= hi) return;
-    const int skew = static_cast<int>((reinterpret_cast<size_t>(row) >> 1) & 7);  // the row's first element, in 16-byte units
+    const int skew = static_cast<int>((reinterpret_cast<size_t>(row) >> 1) & 7);  // where the row starts in its 16-byte unit (elements)
     int a0 = lo + ((8 - ((skew + lo) & 7)) & 7), a1 = hi - ((skew + hi) & 7);     // aligned ends
     const unsigned short* s16 = reinterpret_cast<const unsigned short*>(staging);
     unsigned short* r16 = reinterpret_cast<unsigned short*>(row);
