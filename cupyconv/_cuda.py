@@ -616,7 +616,7 @@ def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shar
     tiles_per_row = -(-groups_q // _kernels.FOLD_BN)
     row_tiles = -(-geometry.out_channels // (_kernels.FOLD_ROWS // _kernels.FOLD_TAPS))
     work = row_tiles * geometry.batch * tiles_per_row
-    if work > _kernels.INT32_LIMIT:
+    if work > _kernels.INT32_LIMIT or in_w * _kernels.FOLD_BK > _kernels.INT32_LIMIT:  # its tile counts and copy offsets are int
         return None
     # blocks in equal parts of each row tile where there are enough (conv_fold.cu)
     parts = blocks // row_tiles
