@@ -202,7 +202,7 @@ struct FoldBlock {
     }
 
     // The epilogue of tile (fold_n, fold_q) from its accumulators `d`: its
-    // FOLD_PIECES parts into this warp's staging row, then the row's stores
+    // four parts into this warp's staging row, then the row's stores
     // (skipped for a lead-in tile, whose carry alone is wanted).
     __device__ __forceinline__ void fold_tile(const float (&d)[64]) {
         __syncwarp();  // the previous tile's stores have read the staging row
@@ -246,11 +246,14 @@ struct FoldBlock {
         if (loads < total) load_next();
         cp_async_commit();
     }
+    // The descriptors from their start address in 16-byte units (under 2^14:
+    // shared memory addresses stay below 256 KB, so adding offsets there
+    // never carries into the other fields).
     __device__ __forceinline__ unsigned long long a_descriptor(unsigned low) const {
-        return static_cast<unsigned long long>(channels_padded * 16 / 16) << 32 | static_cast<unsigned long long>(128 / 16) << 16 | low;
+        return wgmma_descriptor_fields(128, channels_padded * 16) | low;
     }
     __device__ __forceinline__ unsigned long long b_descriptor(unsigned low) const {
-        return 1ull << 62 | static_cast<unsigned long long>(FOLD_KC_STRIDE / 16) << 32 | static_cast<unsigned long long>(1024 / 16) << 16 | low;
+        return wgmma_descriptor_fields(1024, FOLD_KC_STRIDE, true) | low;
     }
 
     // One tile: its k-blocks' MMAs into `d`, and the previous tile's

@@ -8,15 +8,12 @@
 __device__ __forceinline__ unsigned shared_address(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
-// 16 bytes global -> shared, asynchronously; zeros where !valid (src-size 0).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
-}
-// The same to a shared-memory address (shared_address).
+// 16 bytes global -> shared (a shared_address), asynchronously; zeros where
+// !valid (src-size 0).
 __device__ __forceinline__ void cp_async16_to(unsigned dst, const void* src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) { cp_async16_to(shared_address(dst), src, valid); }
 // 8 or 4 bytes global -> shared (cp.async.ca: .cg takes only 16-byte copies).
 template <int BYTES>
 __device__ __forceinline__ void cp_async_small(void* dst, const void* src, bool valid) {

@@ -5,18 +5,17 @@
 #include "common.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A shared-memory matrix descriptor: no swizzle, base offset 0, byte
-// offsets in 16-byte units (14 bits each).
-__device__ __forceinline__ unsigned long long wgmma_descriptor(unsigned address, unsigned leading, unsigned stride) {
-    return static_cast<unsigned long long>((address >> 4) & 0x3FFF) |
-           static_cast<unsigned long long>((leading >> 4) & 0x3FFF) << 16 |
-           static_cast<unsigned long long>((stride >> 4) & 0x3FFF) << 32;
+// A shared-memory matrix descriptor's fields other than the start address:
+// byte offsets in 16-byte units (14 bits each), base offset 0, no swizzle or
+// (swizzle128) 128-byte swizzling, layout type 1 in bits 62-63: 16-byte chunk
+// c of each 128-byte row r of a 1024-byte-aligned atom lies at chunk c ^ (r % 8).
+__device__ __forceinline__ unsigned long long wgmma_descriptor_fields(unsigned leading, unsigned stride, bool swizzle128 = false) {
+    return static_cast<unsigned long long>((leading >> 4) & 0x3FFF) << 16 | static_cast<unsigned long long>((stride >> 4) & 0x3FFF) << 32 |
+           (swizzle128 ? 1ull << 62 : 0ull);
 }
-// The same with 128-byte swizzling (layout type 1 in bits 62-63): 16-byte
-// chunk c of each 128-byte row r of a 1024-byte-aligned atom lies at chunk
-// c ^ (r % 8).
-__device__ __forceinline__ unsigned long long wgmma_descriptor_sw128(unsigned address, unsigned leading, unsigned stride) {
-    return wgmma_descriptor(address, leading, stride) | (1ull << 62);
+// The descriptor of a matrix at shared `address`, unswizzled.
+__device__ __forceinline__ unsigned long long wgmma_descriptor(unsigned address, unsigned leading, unsigned stride) {
+    return static_cast<unsigned long long>((address >> 4) & 0x3FFF) | wgmma_descriptor_fields(leading, stride);
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
