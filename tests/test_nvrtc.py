@@ -66,6 +66,29 @@ def test_pack_weight_constants_match_the_host():
     assert int(found["PACK_THREADS"]) == _kernels.PACK_THREADS
 
 
+def _compile_sm_90a(filename, names):
+    """Compiles `names` from `filename` for sm_90a with ptxas's report:
+    (the log, {lowered name: name}); a failed compile fails the test."""
+    program = nvrtc.createProgram(_kernels.source(filename), filename, [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(program, name)
+        try:
+            nvrtc.compileProgram(program, ["--gpu-architecture=sm_90a", "-std=c++17", "-Xptxas=-v"])
+        except nvrtc.NVRTCError as error:
+            pytest.fail(f"{filename} failed to compile for sm_90a: {error}\n{nvrtc.getProgramLog(program)}")
+        return nvrtc.getProgramLog(program), {nvrtc.getLoweredName(program, name): name for name in names}
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+def _spill_stores(log):
+    """{lowered entry name: bytes of spill stores} from ptxas's report."""
+    import re
+
+    return {m: int(s) for m, s in re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S)}
+
+
 def test_wgmma_compiles_for_sm_90a_without_spills():
     """conv_wgmma, conv_wgmma_resident and grad_weight_wgmma are built for
     sm_90a on Hopper (their wgmma instructions exist only there).  Their
@@ -77,31 +100,18 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
     and the 16-bit transpose became ldmatrix/stmatrix: perf notes v22),
     grad_weight_wgmma, and conv_wgmma_x3 (one block, two accumulator
     sets)."""
-    import re
-
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]
     per_index = len(_kernels.WGMMA_TILES) + 2 * len(_kernels.RESIDENT_VARIANTS) * len(_kernels.RESIDENT_COPY_BYTES)  # and the fill builds
     grad_weight = len(_kernels.GRAD_WEIGHT_WGMMA_TILES) * len(_kernels.RESIDENT_COPY_BYTES) * len(_kernels.GRAD_WEIGHT_WGMMA_DTYPES)
     x3 = len(_kernels.WGMMA_TILES)  # conv_wgmma_x3 (float32 only)
     assert len(names) == 2 * (per_index * len(_kernels.WINDOW_DTYPES) + x3 + grad_weight)
-    program = nvrtc.createProgram(_kernels.source("conv_wgmma.cu"), "conv_wgmma.cu", [], [])
-    try:
-        for name in names:
-            nvrtc.addNameExpression(program, name)
-        try:
-            nvrtc.compileProgram(program, ["--gpu-architecture=sm_90a", "-std=c++17", "-Xptxas=-v"])
-        except nvrtc.NVRTCError as error:
-            pytest.fail(f"conv_wgmma.cu failed to compile for sm_90a: {error}\n{nvrtc.getProgramLog(program)}")
-        log = nvrtc.getProgramLog(program)
-        lowered = {nvrtc.getLoweredName(program, name): name for name in names}
-    finally:
-        nvrtc.destroyProgram(program)
-    reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
+    log, lowered = _compile_sm_90a("conv_wgmma.cu", names)
+    reports = _spill_stores(log)
     assert set(reports) == set(lowered)
     two_block = {_kernels.resident_name(d, i, t, 2, c) for d in _kernels.WINDOW_DTYPES for i in _kernels.INDEX_TYPES
                  for t, b in _kernels.RESIDENT_VARIANTS if b == 2 for c in _kernels.RESIDENT_COPY_BYTES}  # fmt: skip
     assert two_block <= set(names)
-    spilled = [(lowered[m], int(spill)) for m, spill in reports.items() if int(spill) > 0 and ", int," in lowered[m]]
+    spilled = [(lowered[m], spill) for m, spill in reports.items() if spill > 0 and ", int," in lowered[m]]
     assert not spilled, f"spills: {spilled}"
 
 
@@ -110,26 +120,14 @@ def test_conv_fold_compiles_for_sm_90a_asynchronous():
     (warning C7514) where other instructions read an accumulator set it
     cannot prove retired, as an epilogue after a wait_group 1 in the k-block
     loop did (perf notes v23).  And nothing spills."""
-    import re
-
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_fold.cu"]
     kernels = [name for name in names if name.startswith("conv_fold<")]
     assert len(kernels) == len(_kernels.FOLD_DTYPES) * len(_kernels.INDEX_TYPES)
-    program = nvrtc.createProgram(_kernels.source("conv_fold.cu"), "conv_fold.cu", [], [])
-    try:
-        for name in names:
-            nvrtc.addNameExpression(program, name)
-        try:
-            nvrtc.compileProgram(program, ["--gpu-architecture=sm_90a", "-std=c++17", "-Xptxas=-v"])
-        except nvrtc.NVRTCError as error:
-            pytest.fail(f"conv_fold.cu failed to compile for sm_90a: {error}\n{nvrtc.getProgramLog(program)}")
-        log = nvrtc.getProgramLog(program)
-        lowered = {nvrtc.getLoweredName(program, name) for name in kernels}
-    finally:
-        nvrtc.destroyProgram(program)
+    log, lowered = _compile_sm_90a("conv_fold.cu", names)
     assert "C7514" not in log and "serialized" not in log, log
-    reports = dict(re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", log, re.S))
-    assert lowered <= set(reports) and all(int(reports[m]) == 0 for m in lowered), reports
+    reports = _spill_stores(log)
+    fold = {m for m, name in lowered.items() if name in kernels}
+    assert fold <= set(reports) and all(reports[m] == 0 for m in fold), reports
 
 
 def test_conv_fold_constants_match_the_host():
