@@ -1094,10 +1094,14 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
 //
 // Per item, both operands are staged in shared memory for every tap:
 //   * x (B, K-major as in global memory): BN channel rows x 128 positions,
-//     by 16-byte cp.async into 8-row x 16-byte core matrices (channel ci,
-//     positions 8j.. at (ci / 8) * X_SBO + 128 j + 16 (ci % 8)), loaded
-//     GW_AHEAD items ahead (three: P2 2.21-2.27 ms against 2.40 with two,
-//     perf notes v14).
+//     by 16-byte cp.async into two 128-byte-swizzled atoms of 64 positions
+//     (one per warpgroup): channel ci's 16-byte chunk c (positions 64 h +
+//     8c..) at h * BN * 128 + ci * 128 + 16 (c ^ ci % 8).  A warp copies 4
+//     rows x 128 bytes, each into one 128-byte line of shared memory, so L1
+//     merges each row's 8 copies into one L2 request (perf notes v24: the
+//     unswizzled core matrices, 16 bytes a line, took one request a copy).
+//     Loaded GW_AHEAD items ahead (three: P2 2.21-2.27 ms against 2.40 with
+//     two, perf notes v14).
 //   * gy (A): the window of every position the taps reach, 64 channel rows,
 //     by cp.async of COPY bytes (grad_output rows of out_w elements need not
 //     be whole vectors) into raw [channel][position] buffers, then
@@ -1136,15 +1140,16 @@ __device__ __forceinline__ void transpose_window16(const unsigned char* src0, un
 
 // One warpgroup's MMAs of an item: taps t < `taps` (<= MAX_TAPS) of its 64
 // positions, 4 k-steps of 16 each; window: its first position's row for tap
-// 0 (taps step `dilation` rows of 16 bytes), x_tile: its first core matrix.
+// 0 (taps step `dilation` rows of 16 bytes), x_atom: its 128-byte-swizzled
+// atom of x (a k-step is 32 bytes further along each row).
 // The recursion picks the tap count as a constant, so the MMAs are one
 // straight run with no branch among them, committed as one group.
 template <typename T, int BN, int MAX_TAPS, int N = MAX_TAPS>
 __device__ __forceinline__ void grad_weight_mmas(float (&acc)[MAX_TAPS][BN / 2], int taps, unsigned window, int dilation,
-                                                 int chunk_stride, unsigned x_tile) {
+                                                 int chunk_stride, unsigned x_atom) {
     if constexpr (N > 1) {
         if (taps < N) {
-            grad_weight_mmas<T, BN, MAX_TAPS, N - 1>(acc, taps, window, dilation, chunk_stride, x_tile);
+            grad_weight_mmas<T, BN, MAX_TAPS, N - 1>(acc, taps, window, dilation, chunk_stride, x_atom);
             return;
         }
     }
@@ -1154,7 +1159,8 @@ __device__ __forceinline__ void grad_weight_mmas(float (&acc)[MAX_TAPS][BN / 2],
         for (int ks = 0; ks < GW_POSITIONS / 32; ++ks) {
             // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (8 channels) chunk_stride
             const unsigned long long a = wgmma_descriptor(window + (ks * 16 + t * dilation) * 16, 128, chunk_stride);
-            const unsigned long long b = wgmma_descriptor(x_tile + ks * 2 * 128, 128, GW_POSITIONS / 8 * 128);
+            // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart
+            const unsigned long long b = wgmma_descriptor_fields(16, 1024, true) | (((x_atom + ks * 32) >> 4) & 0x3FFF);
             wgmma_m64k16_mn_a<T, BN>(acc[t], a, b);
         }
     wgmma_commit();  // here, not after the caller's branches join: there ptxas would commit an empty group of its own
@@ -1171,12 +1177,13 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
     static_assert(sizeof(T) == 2, "16-bit operands only (wgmma transposes no others)");
     static_assert(BN == 32 || BN == 64, "wgmma.m64n32 or m64n64");
     constexpr int VEC = 8, UNIT = COPY / 2, BM = 64;
-    constexpr int X_SBO = GW_POSITIONS / 8 * 128;  // bytes between 8-channel groups of an x tile
-    constexpr int X_BYTES = BN * GW_POSITIONS * 2;
+    constexpr int X_ATOM = BN * 128;                // bytes of one x atom (64 positions of BN channels)
+    constexpr int X_BYTES = BN * GW_POSITIONS * 2;  // two atoms
     constexpr int ACC = BN / 2;
     static_assert((COPY == 16 || COPY == 8 || COPY == 4) && BN * GW_POSITIONS / 8 % WGMMA_THREADS == 0, "copies");
+    static_assert(GW_POSITIONS == 128 && X_BYTES % 1024 == 0, "two 1024-byte-aligned atoms an x tile");
 
-    extern __shared__ __align__(128) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem[];  // the x atoms are 1024-byte aligned (at the start)
     const int tid = threadIdx.x;
     const int warpgroup = tid / 128;
 
@@ -1207,16 +1214,16 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
     auto load = [&](int k) {
         const int item = first + k;
         const int n = item / chunks, l0 = item % chunks * GW_POSITIONS;
-        // x: task (group of 8 rows rb, vector j, row r8): 2048 contiguous shared bytes per 8 rows
+        // x: task (atom h, row ci, chunk c): a warp copies 4 rows x 8 chunks of one atom
         unsigned char* const xd = x_base + (k % GW_X_BUFFERS) * X_BYTES;
 #pragma unroll
         for (int i = 0; i < BN * GW_POSITIONS / 8 / WGMMA_THREADS; ++i) {
             const int task = tid + i * WGMMA_THREADS;
-            const int r8 = task % 8, j = task / 8 % (GW_POSITIONS / 8), rb = task / GW_POSITIONS;
-            const int ci = ci_tile * BN + rb * 8 + r8, l = l0 + 8 * j;
+            const int c = task % 8, row = task / 8 % BN, h = task / (8 * BN);
+            const int ci = ci_tile * BN + row, l = l0 + 64 * h + 8 * c;
             const bool valid = ci < channels && l < in_w;  // in_w % 8 == 0: all or nothing
             const T* src = x + ((static_cast<Index>(n) * groups + group) * channels + ci) * static_cast<Index>(in_w) + l;
-            cp_async16(xd + rb * X_SBO + j * 128 + r8 * 16, valid ? src : x, valid);
+            cp_async16(xd + h * X_ATOM + row * 128 + ((c ^ (row % 8)) * 16), valid ? src : x, valid);
         }
         // gy: positions window_first .. of channel co's row, COPY bytes a copy
         const int co = co_tile * BM + my_row;
@@ -1270,7 +1277,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
         // instructions would make ptxas close a group there, and the wait
         // below then wait for all of them: no overlap with the next item).
         grad_weight_mmas<T, BN, MAX_TAPS>(acc, taps, window + (shift0 + warpgroup * (GW_POSITIONS / 2)) * 16, dilation, chunk_stride,
-                                          x_tile + warpgroup * (GW_POSITIONS / 16) * 128);  // and commits them
+                                          x_tile + warpgroup * X_ATOM);  // and commits them
         wgmma_wait<1>();
     }
     wgmma_wait<0>();
