@@ -609,13 +609,7 @@ __device__ __forceinline__ void stage_part16(const float (&acc)[64], unsigned* s
             const int jj = j + m / 2, h = m % 2;
             float x0 = acc[4 * jj + 2 * h], x1 = acc[4 * jj + 2 * h + 1];
             if constexpr (BIAS) x0 += b[h], x1 += b[h];
-            union {
-                T value[2];
-                unsigned word;
-            } pair;
-            pair.value[0] = ValueTraits<T>::from_acc(x0);
-            pair.value[1] = ValueTraits<T>::from_acc(x1);
-            words[m] = pair.word;
+            words[m] = pack2<T>(x0, x1);
         }
         stmatrix_x4(lane_row + 4 * j, words);
     }
@@ -627,13 +621,7 @@ __device__ __forceinline__ void store_pair(T* dst, float a, float b) {
     if constexpr (sizeof(T) == 4) {
         *reinterpret_cast<float2*>(dst) = make_float2(a, b);
     } else {
-        union {
-            T value[2];
-            unsigned word;
-        } pair;
-        pair.value[0] = ValueTraits<T>::from_acc(a);
-        pair.value[1] = ValueTraits<T>::from_acc(b);
-        *reinterpret_cast<unsigned*>(dst) = pair.word;
+        *reinterpret_cast<unsigned*>(dst) = pack2<T>(a, b);
     }
 }
 
