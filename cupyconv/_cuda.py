@@ -363,7 +363,10 @@ def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, til
     flat, fold, red_channels, out_channels, source4, out4 = problem
     num_phases = len(flat) // 9
     m_tiles = -(-(out_channels * fold) // tile.bm)
-    col_tiles = -(-_window_columns(problem, fill) // tile.bn)
+    if fill:
+        col_tiles = -(-_window_columns(problem, fill) // tile.bn)
+    else:  # per row tile where the fold is deep (window.cuh's window_block)
+        col_tiles = max(1, _kernels.window_col_tiles(flat, fold, tile.bm, tile.bn, out4[3]))
     kernel_w = geometry.kernel[1] if fill else _kernels.window_kernel_w(geometry, pass_name)
     batch = source4[0]
     blocks = _blocks_for(num_phases * m_tiles * col_tiles * batch * geometry.groups)

@@ -191,6 +191,31 @@ def window_kernel_w(geometry: Geometry, pass_name: str) -> int:
     return window_dense_taps(geometry, pass_name) or geometry.kernel[1]
 
 
+def window_column_range(record, fold: int, bm: int, out_w: int, r0: int) -> Tuple[int, int]:
+    """(first, end) of the columns a window kernel's row tile computes for one
+    phase record (window.cuh's window_block): every column, but where the
+    fold has at least `bm` rows per output channel, so that the tile is the
+    sub-phases r0 .. r0 + bm - 1 of one channel: then only the columns where
+    one of them writes inside the output (column q of sub-phase r writes
+    out_base + q * out_step + r)."""
+    count, out_base, out_step = (int(v) for v in record[:3])
+    if fold == 1 or bm > fold:
+        return 0, count
+    first = max(0, -((out_base + r0 + bm - 1) // out_step))
+    return first, min(count, (out_w - 1 - out_base - r0) // out_step + 1)
+
+
+def window_col_tiles(flat: Tuple[int, ...], fold: int, bm: int, bn: int, out_w: int) -> int:
+    """Column tiles of the window kernels' grid: the most any (phase, row
+    tile) needs (window_column_range)."""
+    r0s = range(0, fold, bm) if 1 < fold and bm <= fold else (0,)
+    return max(
+        -(-(end - first) // bn)
+        for record in numpy.asarray(flat).reshape(-1, 9)
+        for first, end in (window_column_range(record, fold, bm, out_w, r0) for r0 in r0s)
+    )
+
+
 def window_layout(flat: Tuple[int, ...], tile: WindowTile, dtype: str) -> Tuple[int, int, int, int]:
     """(max_taps, window_vectors, window_stride, shared-memory bytes) of
     conv_window for these records: A holds max_taps tap slices of BM rows of

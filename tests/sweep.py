@@ -90,6 +90,10 @@ WINDOW_CASES = [
     Case("1d_win_fold8", 1, 2, 48, 40, (16,), (64,), stride=8, padding=4),
     Case("1d_win_fold4_pad", 1, 1, 33, 12, (8,), (40,), stride=4, padding=6, output_padding=2),
     Case("1d_win_fold32", 1, 2, 16, 3, (64,), (16,), stride=32, padding=16, bias=False),
+    # folds deep enough that a row tile is one channel's sub-phases, each
+    # computing only the columns they write (window.cuh's window_block)
+    Case("1d_win_fold128", 1, 2, 20, 3, (256,), (40,), stride=128, padding=100, output_padding=5),
+    Case("1d_win_fold256", 1, 1, 24, 2, (512,), (256,), stride=256, padding=128),
     Case("1d_win_s2_d2", 1, 2, 32, 36, (3,), (72,), stride=2, padding=1, dilation=2),
     Case("1d_win_s2_d4_op3", 1, 2, 24, 40, (4,), (88,), stride=2, padding=5, output_padding=3, dilation=4),
     Case("1d_win_s2_k5_g2", 1, 2, 64, 64, (5,), (48,), stride=2, padding=1, output_padding=1, groups=2),

@@ -209,44 +209,53 @@ def test_depthwise_taps_compute_conv_transpose(case):
 
 
 def interpret_window(source4, packed, out_shape4, flat, fold, groups, channels, out_channels, tile, dtype):
-    """conv_window's index arithmetic, block by block: the window each
-    (phase, column tile) loads (its first position, aligned down, and its
-    length from window_layout), the B word each column and tap reads inside
-    it, the packed-weight row of each (channel, sub-phase, tap), and the
-    output each row and column writes.  Also asserts that every read falls
-    inside the window the host sized."""
+    """conv_window's index arithmetic, block by block: the columns each row
+    tile computes (window.cuh's window_block: all of them, or where the fold
+    is deep only those its sub-phases write, in the column tiles the host's
+    grid has), the window each (phase, row tile, column tile) loads (its
+    first position, aligned down, and its length from window_layout), the B
+    word each column and tap reads inside it, the packed-weight row of each
+    (channel, sub-phase, tap), and the output each row and column writes.
+    Also asserts that every read falls inside the window the host sized."""
     vec = 16 // numpy.dtype(dtype).itemsize
     max_taps, vectors, _, _ = _kernels.window_layout(flat, tile, dtype)
     batch, _, _, in_w = source4.shape
+    out_w = out_shape4[3]
+    col_tiles = _kernels.window_col_tiles(flat, fold, tile.bm, tile.bn, out_w)
     out = numpy.zeros(out_shape4)
     writes = numpy.zeros(out_shape4, dtype=numpy.int64)
-    m = numpy.arange(out_channels * fold)
-    co, r = m // fold, m % fold
+    rows = out_channels * fold
     for record in numpy.asarray(flat).reshape(-1, 9):
         count, out_base, out_step, in_base, in_step, tap_first, tap_step, taps, tap_in_step = (int(v) for v in record)
         assert taps <= max_taps and in_step == 1
         span = (taps - 1) * abs(tap_in_step) if taps else 0
-        for q0 in range(0, count, tile.bn):
-            lo = in_base + q0 - (span if tap_in_step < 0 else 0)
-            first = (lo // vec) * vec  # floor_to
-            head = lo - first
-            positions = first + numpy.arange(vectors * vec)
-            inside = (positions >= 0) & (positions < in_w)
-            win = source4[:, :, 0, positions.clip(0, in_w - 1)] * inside  # (batch, G*C, window)
-            cols = numpy.arange(tile.bn)
-            q = q0 + cols
-            acc = numpy.zeros((batch, groups, out_channels * fold, tile.bn))
-            for t in range(taps):
-                shift = (taps - 1 - t) * -tap_in_step if tap_in_step < 0 else t * tap_in_step
-                words = head + cols + shift
-                assert words.min() >= 0 and words.max() < vectors * vec, "a B read outside the window"
-                k = tap_first + r + t * tap_step
-                assert k.max() < packed.shape[1]
-                for g in range(groups):
-                    a = packed[g, k, co, :channels]  # (rows, C)
-                    b = win[:, g * channels : (g + 1) * channels][:, :, words]  # (batch, C, cols)
-                    acc[:, g] += numpy.einsum("mc,ncq->nmq", a, b)
-            _scatter_window_tile(out, writes, acc, q, co, r, count, out_base, out_step, groups, out_channels)
+        for m0 in range(0, rows, tile.bm):
+            m = numpy.arange(m0, min(m0 + tile.bm, rows))
+            co, r = m // fold, m % fold
+            first, end = _kernels.window_column_range(record, fold, tile.bm, out_w, m0 % fold)
+            for q0 in range(first, first + col_tiles * tile.bn, tile.bn):
+                if q0 >= end:
+                    break
+                lo = in_base + q0 - (span if tap_in_step < 0 else 0)
+                start = (lo // vec) * vec  # floor_to
+                head = lo - start
+                positions = start + numpy.arange(vectors * vec)
+                inside = (positions >= 0) & (positions < in_w)
+                win = source4[:, :, 0, positions.clip(0, in_w - 1)] * inside  # (batch, G*C, window)
+                cols = numpy.arange(tile.bn)
+                q = q0 + cols
+                acc = numpy.zeros((batch, groups, len(m), tile.bn))
+                for t in range(taps):
+                    shift = (taps - 1 - t) * -tap_in_step if tap_in_step < 0 else t * tap_in_step
+                    words = head + cols + shift
+                    assert words.min() >= 0 and words.max() < vectors * vec, "a B read outside the window"
+                    k = tap_first + r + t * tap_step
+                    assert k.max() < packed.shape[1]
+                    for g in range(groups):
+                        a = packed[g, k, co, :channels]  # (rows, C)
+                        b = win[:, g * channels : (g + 1) * channels][:, :, words]  # (batch, C, cols)
+                        acc[:, g] += numpy.einsum("mc,ncq->nmq", a, b)
+                _scatter_window_tile(out, writes, acc, q, co, r, count, out_base, out_step, groups, out_channels)
     return out, writes
 
 

@@ -104,6 +104,11 @@ __device__ __forceinline__ void store_global16(void* p, const uint4& v) {
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
 
+__device__ __forceinline__ int floor_div(int a, int b) {  // floor(a / b), b > 0
+    const int q = a / b;
+    return q - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
 __device__ __forceinline__ AxisPhase load_axis_phase(const int* __restrict__ table, int index) {
     const int* p = table + 9 * index;
     AxisPhase a;

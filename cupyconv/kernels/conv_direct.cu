@@ -56,11 +56,6 @@ constexpr int DIRECT_HEADER_BYTES = 912;  // 228 ints (H taps, their first rows,
 constexpr int DIRECT_MAX_STRIDE_W = 64;   // slots a block lists (_kernels.DIRECT_MAX_STRIDE_W)
 constexpr int DIRECT_FETCH = 8;           // input values per thread per tile, at most (_kernels.DIRECT_FETCH)
 
-__device__ __forceinline__ int floor_div(int a, int b) {  // b > 0
-    const int q = a / b;
-    return q - ((a % b != 0) && ((a < 0) != (b < 0)));
-}
-
 // a / d for 0 <= a, a * d < 2^32, with magic = magic_for(d): 2^32 / d rounded
 // up (0 for d = 1, where a / d is a).
 __device__ __forceinline__ unsigned magic_for(int d) { return d == 1 ? 0u : 0xFFFFFFFFu / static_cast<unsigned>(d) + 1u; }

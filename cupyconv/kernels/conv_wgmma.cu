@@ -258,8 +258,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
 
     extern __shared__ __align__(128) unsigned char smem[];
 
-    const WindowBlock wb = window_block(phases, num_phases, m_tiles, col_tiles, batch, BN, VEC);
-    if (wb.q0 >= wb.p.count) return;  // this phase has fewer columns than the largest one
+    const WindowBlock wb = window_block(phases, num_phases, m_tiles, col_tiles, batch, BM, BN, VEC, fold_shift, out_w);
+    if (wb.q0 >= wb.q_end) return;  // this phase or row tile has fewer columns than the largest
     const AxisPhase& p = wb.p;
     const int m_tile = wb.m_tile, n = wb.n, group = wb.group, q0 = wb.q0;
     const int taps = p.tap_count, window_first = wb.window_first, head = wb.head;
@@ -406,8 +406,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
 
     extern __shared__ __align__(128) unsigned char smem[];
 
-    const WindowBlock wb = window_block(phases, num_phases, m_tiles, col_tiles, batch, BN, VEC);
-    if (wb.q0 >= wb.p.count) return;  // this phase has fewer columns than the largest one
+    const WindowBlock wb = window_block(phases, num_phases, m_tiles, col_tiles, batch, BM, BN, VEC, fold_shift, out_w);
+    if (wb.q0 >= wb.q_end) return;  // this phase or row tile has fewer columns than the largest
     const AxisPhase& p = wb.p;
     const int m_tile = wb.m_tile, n = wb.n, group = wb.group, q0 = wb.q0;
     const int taps = p.tap_count, window_first = wb.window_first, head = wb.head;

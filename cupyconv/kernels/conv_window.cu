@@ -75,8 +75,8 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
 
     extern __shared__ __align__(16) unsigned char smem[];
 
-    const WindowBlock wb = window_block(phases, num_phases, m_tiles, col_tiles, batch, BN, VEC);
-    if (wb.q0 >= (FILL ? (out_w + 1) / 2 : wb.p.count)) return;  // this phase has fewer columns than the largest one (FILL: every output's)
+    const WindowBlock wb = window_block(phases, num_phases, m_tiles, col_tiles, batch, BM, BN, VEC, fold_shift, out_w);
+    if (wb.q0 >= (FILL ? (out_w + 1) / 2 : wb.q_end)) return;  // this phase or row tile has fewer columns than the largest (FILL: every output's)
     const AxisPhase& p = wb.p;
     const int m_tile = wb.m_tile, n = wb.n, group = wb.group, q0 = wb.q0;
     const int taps = p.tap_count, window_first = wb.window_first, head = wb.head;

@@ -12,14 +12,23 @@ __device__ __forceinline__ int floor_to(int v, int step) {  // largest multiple 
 // first column q0, decoded from blockIdx.x (phase fastest, then row tile,
 // column tile, image, group), and its window: the first input position any
 // column and tap reads, aligned down to `vec` elements (16 bytes), and the
-// offset of that position in it.  The block has no work where q0 >= p.count
-// (a phase with fewer columns than the largest).
+// offset of that position in it.  The block has no work where q0 >= q_end
+// (a phase with fewer columns than the largest; a row tile that needs fewer
+// columns than others).
+//
+// Columns of a row tile: where the fold has at least `bm` rows per output
+// channel, a row tile is the sub-phases r0 .. r0 + bm - 1 of one channel,
+// and column q of sub-phase r writes o = out_base + q * out_step + r.  Its
+// column tiles then start at the first column any of those rows writes
+// inside the output and stop after the last (_kernels.window_column_range,
+// which sizes the grid): X3's 513 columns are 512 for each of its row tiles,
+// 4 tiles of 128, not 5.
 struct WindowBlock {
     AxisPhase p;
-    int m_tile, n, group, q0, window_first, head;
+    int m_tile, n, group, q0, q_end, window_first, head;
 };
 __device__ __forceinline__ WindowBlock window_block(const int* __restrict__ phases, int num_phases, int m_tiles, int col_tiles,
-                                                    int batch, int bn, int vec) {
+                                                    int batch, int bm, int bn, int vec, int fold_shift, int out_w) {
     WindowBlock b;
     unsigned block = blockIdx.x;
     const int phase = block % num_phases;
@@ -31,7 +40,14 @@ __device__ __forceinline__ WindowBlock window_block(const int* __restrict__ phas
     b.n = block % batch;
     b.group = block / batch;
     b.p = load_axis_phase(phases, phase);
-    b.q0 = col_tile * bn;
+    int q_first = 0;
+    b.q_end = b.p.count;
+    if (fold_shift > 0 && bm <= (1 << fold_shift)) {
+        const int r0 = (b.m_tile * bm) & ((1 << fold_shift) - 1);
+        q_first = max(0, -floor_div(b.p.out_base + r0 + bm - 1, b.p.out_step));  // ceil((-out_base - r_last) / out_step)
+        b.q_end = min(b.q_end, floor_div(out_w - 1 - b.p.out_base - r0, b.p.out_step) + 1);
+    }
+    b.q0 = q_first + col_tile * bn;
     const int taps = b.p.tap_count;
     const int tap_span = taps > 0 ? (taps - 1) * abs(b.p.tap_in_step) : 0;
     const int lo = b.p.in_base + b.q0 - (b.p.tap_in_step < 0 ? tap_span : 0);  // in_step is 1 (host)
