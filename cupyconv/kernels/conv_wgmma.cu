@@ -69,15 +69,16 @@ __device__ __forceinline__ void store_positions16(const uint4 (&raw)[4], unsigne
 // row-major float tile: (PTX ISA) warp w of the warpgroup holds rows 16w + g
 // and 16w + g + 8 (g = lane / 4), columns 8j + 2t and 8j + 2t + 1 (t = lane %
 // 4), as d[4j], d[4j + 1] and d[4j + 2], d[4j + 3]; they go to rows row0 +
-// .., columns col0 + .. of tile (row_stride floats a row).
+// .., columns col0 + .. of tile (row_stride floats a row; columns swizzled
+// by `swizzle` as window.cuh's stage_at, for store_window_tile).
 template <int N>
 __device__ __forceinline__ void stage_accumulators(const float (&d)[N / 2], float* tile, int row_stride, int row0, int col0, int w, int g,
-                                                   int t4) {
+                                                   int t4, int swizzle = 0) {
 #pragma unroll
     for (int j = 0; j < N / 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            *reinterpret_cast<float2*>(&tile[(row0 + 16 * w + g + 8 * h) * row_stride + col0 + 8 * j + 2 * t4]) =
+            *reinterpret_cast<float2*>(&tile[stage_at(row0 + 16 * w + g + 8 * h, col0 + 8 * j + 2 * t4, row_stride, swizzle)]) =
                 make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
 }
 
@@ -354,7 +355,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
     {
         const int lane = tid % 32, w = (tid / 32) % 4;
         const int g = lane / 4, t4 = lane % 4;
-        stage_accumulators<128>(acc, stage, SROW, wm, wn, w, g, t4);
+        stage_accumulators<128>(acc, stage, SROW, wm, wn, w, g, t4, stage_swizzle(fold_shift));
     }
     __syncthreads();
     store_window_tile<T, Index, BM, BN, WGMMA_THREADS>(stage, p, bias, out, n, groups, group, out_channels, out_w, m_tile, q0, fold_shift);
@@ -538,7 +539,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
     {
         const int lane = tid % 32, w = (tid / 32) % 4;
         const int g = lane / 4, t4 = lane % 4;
-        stage_accumulators<128>(acc, stage, SROW, wm, wn, w, g, t4);
+        stage_accumulators<128>(acc, stage, SROW, wm, wn, w, g, t4, stage_swizzle(fold_shift));
     }
     __syncthreads();
     store_window_tile<float, Index, BM, BN, WGMMA_THREADS>(stage, p, bias, out, n, groups, group, out_channels, out_w, m_tile, q0, fold_shift);
@@ -1012,7 +1013,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
 #pragma unroll
         for (int owner = 0; owner < 2; ++owner) {
             __syncthreads();
-            if (warpgroup == owner) stage_accumulators<128>(acc, part, PART_ROW, 0, 0, w, g, t4);
+            if (warpgroup == owner) stage_accumulators<128>(acc, part, PART_ROW, 0, 0, w, g, t4, stage_swizzle(fold_shift));
             __syncthreads();
             const int pm = (WG_M == 2 ? owner : 0) * 64, pn = (WG_N == 2 ? owner : 0) * 128;
             // (the two-block builds write folds below VEC element by element:

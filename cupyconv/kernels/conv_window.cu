@@ -262,13 +262,14 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
     // Epilogue: through shared memory, then out with the bias (window.cuh).
     constexpr int SROW = window_stage_row<BN>();
     float* stage = reinterpret_cast<float*>(smem);
+    const int swizzle = stage_swizzle(fold_shift);
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int j = 0; j < NI; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                *reinterpret_cast<float2*>(&stage[(warp_m + i * 16 + g + h * 8) * SROW + warp_n + j * 8 + 2 * t4]) =
+                *reinterpret_cast<float2*>(&stage[stage_at(warp_m + i * 16 + g + h * 8, warp_n + j * 8 + 2 * t4, SROW, swizzle)]) =
                     make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
     __syncthreads();
 

@@ -61,6 +61,17 @@ __device__ __forceinline__ WindowBlock window_block(const int* __restrict__ phas
 template <int BN>
 __host__ __device__ constexpr int window_stage_row() { return BN + 8; }
 
+// The staged tile is row-major; where the fold has 32 rows or more per output
+// channel (X3: 256), its columns are XOR-swizzled by bits 2-4 of the row, so
+// that store_window_tile's warps, reading 32 consecutive rows of VEC columns
+// (one run of VEC consecutive outputs a lane, 128 contiguous bytes a column
+// in float), hit distinct banks.  Float pairs at even columns stay pairs.
+// Writers and store_window_tile take the same mask from the fold.
+__device__ __forceinline__ int stage_swizzle(int fold_shift) { return fold_shift >= 5 ? 28 : 0; }
+__device__ __forceinline__ int stage_at(int row, int col, int row_stride, int swizzle) {
+    return row * row_stride + (col ^ (row & swizzle));
+}
+
 // From the staged tile (rows of BN + 8 floats) to the output: runs of
 // VEC consecutive outputs per thread: along q for one row when the tile
 // does not fold (out_step 1), along the sub-phases r of one output channel
@@ -167,9 +178,22 @@ __device__ __forceinline__ void store_window_tile(
         }
         return;
     }
+    // Runs along r: with a fold of 32 rows or more (the swizzled stage), a
+    // warp takes 32 consecutive rows (one output channel's sub-phases) of VEC
+    // columns, its lanes down the rows first, so that each column's 32
+    // outputs go out as one contiguous piece (128 bytes in float); below, a
+    // warp's lanes take consecutive columns (the outputs of a fold under 32
+    // interleave more closely along q).
+    const int swizzle = stage_swizzle(fold_shift);
+    static_assert(BM % 32 == 0 || BM < 32, "a deep fold's warps take 32 rows");
     for (int run = tid; run < BM * BN / VEC; run += THREADS) {
         int row, col;  // the run's first element in the tile
-        if (along_r) {
+        if (along_r && swizzle) {
+            constexpr int DOWN = 32 / VEC;  // lanes down the rows of a column
+            const int lane = run % 32, unit = run / 32;
+            row = unit / (BN / VEC) * 32 + lane % DOWN * VEC;
+            col = unit % (BN / VEC) * VEC + lane / DOWN;
+        } else if (along_r) {
             col = run % BN;
             row = run / BN * VEC;
         } else {
@@ -178,7 +202,7 @@ __device__ __forceinline__ void store_window_tile(
         }
         float v[VEC];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) v[e] = along_r ? stage[(row + e) * SROW + col] : stage[row * SROW + col + e];
+        for (int e = 0; e < VEC; ++e) v[e] = along_r ? stage[stage_at(row + e, col, SROW, swizzle)] : stage[row * SROW + col + e];
         const int m = m_tile * BM + row;
         if (m >= rows) continue;
         const int co = m >> fold_shift, r = m & (fold - 1);
