@@ -484,7 +484,8 @@ def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str, fold:
     """The weight as the window kernels read it: (groups, KW, M, C) with C
     padded with zeros to 16 bytes (`fold`: see _kernels.pack_window_weight),
     float values rounded to TF32 with `round_tf32` (conv_wgmma's tensor cores
-    read the weight as stored), made in one launch of pack_window_weight.
+    read the weight as stored, and conv_window's TF32 builds take it as
+    loaded), made in one launch of pack_window_weight.
     With `split` (float), (2, groups, KW, M, C): 3xTF32's hi (rounded) and lo
     (the remainder, rounded), for conv_wgmma_x3."""
     split = split and dtype == "float32"
@@ -767,7 +768,7 @@ def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, ind
     heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, rows)
     if _window_plan(geometry, pass_name, dtype, index, heuristic, max_shared) is None:
         return False
-    packed = _window_weight(weight, geometry, pass_name, dtype)
+    packed = _window_weight(weight, geometry, pass_name, dtype, round_tf32=passes == 1)  # TF32: conv_window takes A as packed
 
     def launch(tile):
         plan, flat = _window_plan(geometry, pass_name, dtype, index, tile, max_shared, passes)

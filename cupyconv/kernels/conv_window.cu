@@ -35,7 +35,10 @@
 //
 // Requirements checked by the host: sm_80 or later, in_w a multiple of 16
 // bytes' worth of elements, a 16-byte-aligned input, channels padded to a
-// multiple of 16 bytes in the packed weight (zeros), fold a power of two.
+// multiple of 16 bytes in the packed weight (zeros), fold a power of two;
+// for TF32 (float, PASSES 1) the packed weight's values rounded to TF32
+// (A goes to the tensor cores as loaded; the window is rounded in shared
+// memory once per slice, round_window).
 #include "common.cuh"
 #include "mma.cuh"
 #include "window.cuh"
@@ -229,16 +232,46 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
                 for (int i = 0; i < MI; ++i) {
                     unsigned raw[4];
                     ldmatrix_x4(raw, at + i * 16 * AROW + kk);
-                    Op::make(af[i], raw);
+                    if constexpr (WIDE && PASSES == 1) {  // TF32: the host packs the weight rounded (round_tf32)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) af[i].r[e] = raw[e];
+                    } else {
+                        Op::make(af[i], raw);
+                    }
                 }
                 const unsigned* lo_rows = wt + (kk / WORDS_PER_K) * window_stride;
                 const unsigned* hi_rows = lo_rows + b_half;
 #pragma unroll
-                for (int j = 0; j < NI; ++j) Op::make(bf[j], {lo_rows[j * 8], hi_rows[j * 8]});
+                for (int j = 0; j < NI; ++j) {
+                    if constexpr (WIDE && PASSES == 1) {  // TF32: rounded in place (round_window)
+                        bf[j].r[0] = lo_rows[j * 8];
+                        bf[j].r[1] = hi_rows[j * 8];
+                    } else {
+                        Op::make(bf[j], {lo_rows[j * 8], hi_rows[j * 8]});
+                    }
+                }
 #pragma unroll
                 for (int i = 0; i < MI; ++i)
 #pragma unroll
                     for (int j = 0; j < NI; ++j) Op::mma(acc[i][j], af[i], bf[j]);
+            }
+        }
+    };
+
+    // TF32: each thread rounds the window vectors it copied itself, once its
+    // copies have landed and before the barrier that publishes them, so that
+    // the B fragments of every tap go to the tensor cores as loaded.
+    auto round_window = [&](int buf) {
+        if constexpr (WIDE && PASSES == 1) {
+            unsigned* w = window(buf);
+#pragma unroll
+            for (int i = 0; i < W_TASKS; ++i) {
+                if (w_dst[i] >= 0) {
+                    uint4* v = reinterpret_cast<uint4*>(w + w_dst[i]);
+                    const uint4 raw = *v;
+                    *v = make_uint4(to_tf32(__uint_as_float(raw.x)), to_tf32(__uint_as_float(raw.y)), to_tf32(__uint_as_float(raw.z)),
+                                    to_tf32(__uint_as_float(raw.w)));
+                }
             }
         }
     };
@@ -249,6 +282,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
         stash(0);
     }
     cp_async_wait_all();
+    if (slices > 0) round_window(0);
     __syncthreads();
     for (int s = 0; s < slices; ++s) {
         const int buf = s & 1;
@@ -256,6 +290,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 2) conv_window(
         compute(buf);
         if (s + 1 < slices) stash(buf ^ 1);
         cp_async_wait_all();
+        if (s + 1 < slices) round_window(buf ^ 1);
         __syncthreads();
     }
 

@@ -10,7 +10,8 @@
 // padded up to channels_padded (16 bytes).  _kernels.pack_window_weight is the
 // same layout in NumPy.  With ROUND the float values are rounded to TF32 as
 // cvt.rn.tf32.f32 rounds (to nearest, ties to even; Inf and NaN kept), for the
-// wgmma kernels, which read the weight as stored.  With SPLIT (float) the
+// wgmma kernels, which read the weight as stored, and conv_window's TF32
+// builds, which hand it to the tensor cores as loaded.  With SPLIT (float) the
 // output holds two such arrays, hi then lo: hi the value rounded so, lo the
 // remainder (value - hi, exact in float) rounded so, as MmaOp<float, 3>
 // splits an operand for 3xTF32 (conv_wgmma_x3 reads both from shared memory).
