@@ -598,7 +598,8 @@ def test_fill_not_routed_past_one_row_tile(mode, monkeypatch):
     w = rng.standard_normal((32, 256, 3)).astype(dtype)
     kwargs = dict(stride=2, padding=1, dilation=2)
     y = cupyconv.conv_transpose1d(_to_gpu(x, dtype), _to_gpu(w, dtype), **kwargs, precision=mode[1])
-    assert ran and not any(name.endswith(", true>") for name in ran), ran
+    convolutions = [name for name in ran if not name.startswith("pack_")]  # pack_window_weight<..., true> rounds to TF32
+    assert convolutions and not any(name.endswith(", true>") for name in convolutions), ran
     oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), **kwargs)
     limit = {"float32": 2e-3, "float16": 2e-3, "bfloat16": 2e-2}[mode[0]]
     assert relative_error(cupy.asnumpy(y).astype(numpy.float64), oracle) < limit
