@@ -185,7 +185,7 @@ __device__ __forceinline__ void store_window_tile(
     // warp's lanes take consecutive columns (the outputs of a fold under 32
     // interleave more closely along q).
     const int swizzle = stage_swizzle(fold_shift);
-    static_assert(BM % 32 == 0 || BM < 32, "a deep fold's warps take 32 rows");
+    static_assert(BM % 32 == 0, "a deep fold's warps take 32 rows");
     for (int run = tid; run < BM * BN / VEC; run += THREADS) {
         int row, col;  // the run's first element in the tile
         if (along_r && swizzle) {
