@@ -524,13 +524,19 @@ def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, in
 # pair, compute capability 9.0) where it measured faster (H100,
 # scripts/wgmma_compare.py, perf notes v13): one phase (a stride-1
 # correlation: P1, P2; fold 1, consecutive outputs) whose GEMM rows fit one
-# row tile, so that each window is read by one block.  Not where blocks of
-# several row tiles each read the same windows (P2 in tf32: 128 rows in 64-row
-# tiles), where phases interleave their outputs or fold (X2, X3; P4's
-# dilated fold, which its fill below replaces): slower there.  False keeps it off;
-# USE_RESIDENT_ANYWHERE lifts the rule (tests, comparisons).
+# row tile, so that each window is read by one block; in float32 (TF32) up to
+# RESIDENT_TF32_ROW_TILES row tiles, whose blocks each read the same windows
+# (P2: 128 rows in 64-row tiles, its 128-row weight tile too large): P2's
+# forward pass 3.41 -> 3.12 ms against conv_window, and its grad_input, whose
+# rows conv_window cannot take (65538 floats, not whole 16-byte vectors),
+# 6.2 ms on conv_mma before (perf notes v25; v13 measured it slower, before
+# v22's instruction cut).  Not where phases interleave their outputs or fold
+# (X2, X3; P4's dilated fold, which its fill below replaces): slower there.
+# False keeps it off; USE_RESIDENT_ANYWHERE lifts the rule (tests,
+# comparisons).
 USE_RESIDENT = True
 USE_RESIDENT_ANYWHERE = False
+RESIDENT_TF32_ROW_TILES = 2
 
 # conv_wgmma_resident's fill (_kernels.fill_record) takes the forward passes
 # of stride 2 whose dilation is even (P4), in the modes conv_wgmma_resident
@@ -547,7 +553,8 @@ def _resident_routed(geometry: Geometry, pass_name: str, dtype: str, tile, fill:
     """Whether the routing rules above send this pass to conv_wgmma_resident
     with `tile` (and its fill, with `fill`)."""
     flat, fold, _, out_channels, _, _ = _window_problem(geometry, pass_name, dtype, _resident_copy(geometry, pass_name, dtype), fill)
-    return (fill or (len(flat) == 9 and fold == 1 and flat[2] == 1)) and out_channels <= tile.bm
+    row_tiles = RESIDENT_TF32_ROW_TILES if dtype == "float32" and not fill else 1  # (the fill: measured with one)
+    return (fill or (len(flat) == 9 and fold == 1 and flat[2] == 1)) and out_channels <= row_tiles * tile.bm
 
 
 def _resident_heuristic(geometry: Geometry, pass_name: str, dtype: str, index: str, rows: int, max_shared: int, multiprocessors: int,

@@ -1885,9 +1885,9 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
 
 # Benchmark-like shapes (batch 1) under the default thresholds, and the wgmma
 # kernel each takes: conv_wgmma_resident for one-phase passes whose rows fit
-# one row tile (P1-like in every mode, P2-like in 16-bit) and, through its
-# fill, for P4-like ones (stride 2, dilation 2) in tf32 and 16-bit; neither
-# where both measured slower (P2-like in tf32).  float32 "highest" takes
+# one row tile (P1-like in every mode, P2-like in 16-bit), or two in tf32
+# (P2-like) and, through its fill, for P4-like ones (stride 2, dilation 2) in
+# tf32 and 16-bit.  float32 "highest" takes
 # conv_wgmma_x3 where its row rule sends it (P1-, P2-, X2-like; not X3-like,
 # 16384 rows, nor P4-like, whose fill runs on conv_window).  X2-like in
 # 16-bit takes conv_fold.
@@ -1899,7 +1899,7 @@ _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), "conv_wgmma_resident"),
     (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "highest"), None),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float16", "highest"), "conv_wgmma_resident"),
-    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), None),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), "conv_wgmma_resident"),
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), "conv_wgmma_x3"),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "highest"), "conv_wgmma_x3"),
     (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "highest"), "conv_wgmma_x3"),
