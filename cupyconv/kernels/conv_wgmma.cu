@@ -1013,13 +1013,14 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
 #pragma unroll
         for (int owner = 0; owner < 2; ++owner) {
             __syncthreads();
-            if (warpgroup == owner) stage_accumulators<128>(acc, part, PART_ROW, 0, 0, w, g, t4, stage_swizzle(fold_shift));
+            if (warpgroup == owner) stage_accumulators<128>(acc, part, PART_ROW, 0, 0, w, g, t4);
             __syncthreads();
             const int pm = (WG_M == 2 ? owner : 0) * 64, pn = (WG_N == 2 ? owner : 0) * 128;
             // (the two-block builds write folds below VEC element by element:
-            // the runs' code made them spill, 80-88 bytes)
-            store_window_tile<T, Index, 64, 128, WGMMA_THREADS, MIN_BLOCKS == 1>(part, p, bias, out, n, groups, group, out_channels, out_w,
-                                                                 (m_tile * BM + pm) / 64, q0 + pn, fold_shift);
+            // the runs' code made them spill, 80-88 bytes; no build here takes
+            // the deep-fold runs, which made them spill 108-132)
+            store_window_tile<T, Index, 64, 128, WGMMA_THREADS, MIN_BLOCKS == 1, false, false>(
+                part, p, bias, out, n, groups, group, out_channels, out_w, (m_tile * BM + pm) / 64, q0 + pn, fold_shift);
         }
         __syncthreads();
     };

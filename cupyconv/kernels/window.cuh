@@ -79,12 +79,15 @@ __device__ __forceinline__ int stage_at(int row, int col, int row_stride, int sw
 // sub-phase) when it folds by less and FOLD_RUNS; one 16- or 8-byte store
 // where the run is whole and aligned, else element by element.  Consecutive
 // threads take consecutive runs of one row (fold 1, fold below VEC) or
-// consecutive columns (fold VEC or more).
+// consecutive columns (fold VEC or more; with a fold of 32 or more and
+// DEEP_RUNS, a warp takes 32 rows of VEC columns from the swizzled stage,
+// stage_at; conv_wgmma_resident, which no deep fold is routed to, keeps the
+// columns: the deep runs made its two-block builds spill).
 // FILL (conv_window's fill builds; conv_wgmma.cu's fill describes the
 // problem): the tile's rows are output channels, its column q the outputs 2q
 // and 2q + 1, of which p.out_base holds the sum and the other the bias; they
 // go out as the fold-by-2 runs below.
-template <typename T, typename Index, int BM, int BN, int THREADS, bool FOLD_RUNS = true, bool FILL = false>
+template <typename T, typename Index, int BM, int BN, int THREADS, bool FOLD_RUNS = true, bool FILL = false, bool DEEP_RUNS = true>
 __device__ __forceinline__ void store_window_tile(
     const float* __restrict__ stage, const AxisPhase& p, const T* __restrict__ bias, T* __restrict__ out,
     int n, int groups, int group, int out_channels, int out_w, int m_tile, int q0, int fold_shift) {
@@ -184,7 +187,7 @@ __device__ __forceinline__ void store_window_tile(
     // outputs go out as one contiguous piece (128 bytes in float); below, a
     // warp's lanes take consecutive columns (the outputs of a fold under 32
     // interleave more closely along q).
-    const int swizzle = stage_swizzle(fold_shift);
+    const int swizzle = DEEP_RUNS ? stage_swizzle(fold_shift) : 0;
     static_assert(BM % 32 == 0, "a deep fold's warps take 32 rows");
     for (int run = tid; run < BM * BN / VEC; run += THREADS) {
         int row, col;  // the run's first element in the tile
