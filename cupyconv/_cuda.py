@@ -325,8 +325,8 @@ def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: in
     need of a pass: (phase records, fold, reduction channels, output
     channels, source shape, output shape), or None where they do not apply
     (not 1D, grad_input with a stride, too few GEMM rows, source rows that are
-    not a whole number of `row_unit` bytes: 16 but for conv_wgmma_resident,
-    whose copies may be smaller).  With `fill`, conv_wgmma_resident's fill:
+    not a whole number of `row_unit` bytes: 16 but for conv_wgmma_resident
+    and conv_wgmma_x3, whose copies may be smaller).  With `fill`, conv_wgmma_resident's fill:
     the one record of _kernels.fill_record, no fold."""
     if fill:
         record = _kernels.fill_record(geometry, pass_name)
@@ -402,8 +402,10 @@ def _wgmma_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile
     """(conv_wgmma launch, phase records), or None where conv_wgmma cannot run
     this problem with `tile` (see _window_problem; or more window vectors
     than its threads load, or too little shared memory).  passes 3 (float):
-    conv_wgmma_x3's."""
-    problem = _window_problem(geometry, pass_name, dtype)
+    conv_wgmma_x3's, whose source rows need only be a whole number of its
+    loads (_kernels.resident_copy_bytes, as conv_wgmma_resident's copies)."""
+    copy = _resident_copy(geometry, pass_name, dtype) if passes == 3 else 16
+    problem = _window_problem(geometry, pass_name, dtype, copy) if copy is not None else None
     if problem is None:
         return None
     max_taps, vectors, chunk_stride, shared = _kernels.wgmma_layout(problem[0], tile, dtype, passes)
@@ -411,7 +413,7 @@ def _wgmma_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile
     if vectors * _kernels.WGMMA_CHUNKS > tasks or shared > max_shared:
         return None
     blocks, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride)
-    name = _kernels.wgmma_x3_name(index, tile) if passes == 3 else _kernels.wgmma_name(dtype, index, tile)
+    name = _kernels.wgmma_x3_name(index, tile, copy) if passes == 3 else _kernels.wgmma_name(dtype, index, tile)
     return _Launch("conv_wgmma.cu", name, blocks, tile.threads, scalars, shared), problem[0]
 
 

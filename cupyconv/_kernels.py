@@ -266,9 +266,10 @@ def wgmma_name(dtype: str, index: str, tile: WgmmaTile) -> str:
 WGMMA_X3_CHAIN = 1
 
 
-def wgmma_x3_name(index: str, tile: WgmmaTile) -> str:
-    """conv_wgmma_x3: conv_wgmma's GEMM in 3xTF32, for float32 "highest"."""
-    return f"conv_wgmma_x3<{index}, {tile.bm}, {tile.bn}, {WGMMA_X3_CHAIN}>"
+def wgmma_x3_name(index: str, tile: WgmmaTile, copy: int = 16) -> str:
+    """conv_wgmma_x3: conv_wgmma's GEMM in 3xTF32, for float32 "highest";
+    `copy` the bytes of its window loads (resident_copy_bytes)."""
+    return f"conv_wgmma_x3<{index}, {tile.bm}, {tile.bn}, {WGMMA_X3_CHAIN}, {copy}>"
 
 
 WGMMA_X3_STAGES = 2  # conv_wgmma_x3's buffers, each twice conv_wgmma's (hi, lo)
@@ -1116,7 +1117,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     if passes == WINDOW_FILL_PASSES:
                         names += [("conv_window.cu", window_name(dtype, index, t, passes, True)) for t in WINDOW_TUNE_TILES]
                     if passes == 3:
-                        names += [("conv_wgmma.cu", wgmma_x3_name(index, t)) for t in WGMMA_TILES]
+                        names += [("conv_wgmma.cu", wgmma_x3_name(index, t, copy)) for t in WGMMA_TILES for copy in RESIDENT_COPY_BYTES]
                     if passes == 1:
                         names += [("conv_wgmma.cu", wgmma_name(dtype, index, t)) for t in WGMMA_TILES]
                         names += [

@@ -760,23 +760,52 @@ def test_resident_row_copies(case, mode, multiprocessors, monkeypatch):
     assert copies == [copy for _, copy in expected]
 
 
+
+@pytest.mark.parametrize("case", _ROW_COPY_CASES, ids=str)
+def test_wgmma_x3_row_copies(case, monkeypatch):
+    """conv_wgmma_x3's forward pass and grad_input on float32 source rows of
+    every load size (16, 8 and 4 bytes: _ROW_COPY_CASES), under 1e-5 against
+    float64 in poisoned memory; and that it ran both passes, each with the
+    load size its rows allow."""
+    from cupyconv import _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_wgmma_x3(monkeypatch)
+    names, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    test_forward(case, ("float32", "highest"))
+    test_backward(case, ("float32", "highest"))
+    (in_w,) = case.size
+    out_w = in_w - 1 - 2 * case.padding + case.dilation * (case.kernel[0] - 1) + case.output_padding + 1
+    assert ran == ["forward", "grad_input"]
+    copies = [int(n.rstrip(">").split(",")[-1]) for n in names if n.startswith("conv_wgmma_x3<")]
+    assert copies == [_kernels.resident_copy_bytes(w, "float32") for w in (in_w, out_w)]
+
+
 # P1- and P2-like grad_input (batch 1) under the default thresholds: their
 # grad_output rows (L + 12 and L + 2 elements) are not whole 16-byte vectors
-# in 16-bit; conv_wgmma_resident copies them in 8- and 4-byte pieces.
+# in 16-bit; conv_wgmma_resident copies them in 8- and 4-byte pieces.  P2's
+# float32 rows (L + 2) are not either: "tf32" takes conv_wgmma_resident and
+# "highest" conv_wgmma_x3, both in 8-byte pieces.
 _GRAD_INPUT_ROUTES = [
-    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), dtype, 8) for dtype in ("float16", "bfloat16")
+    (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), dtype, "conv_wgmma_resident", 8) for dtype in ("float16", "bfloat16")
 ] + [
-    (dict(x=(1, 128, 8192), w=(128, 128, 3)), dtype, 4) for dtype in ("float16", "bfloat16")
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), dtype, "conv_wgmma_resident", 4) for dtype in ("float16", "bfloat16")
+] + [
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), "conv_wgmma_resident", 8),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "highest"), "conv_wgmma_x3", 8),
 ]
 
 
-@pytest.mark.parametrize("problem, dtype, copy", _GRAD_INPUT_ROUTES, ids=str)
-def test_resident_grad_input_routing(problem, dtype, copy, monkeypatch):
-    """On Hopper, P1- and P2-like 16-bit grad_input take conv_wgmma_resident
-    with the copy size their rows allow (nowhere else a wgmma kernel); the
-    result against float64 either way."""
+@pytest.mark.parametrize("problem, mode, kernel, copy", _GRAD_INPUT_ROUTES, ids=str)
+def test_resident_grad_input_routing(problem, mode, kernel, copy, monkeypatch):
+    """On Hopper, P1- and P2-like grad_input take `kernel` with the copy size
+    their rows allow (nowhere else a wgmma kernel); the result against
+    float64 either way."""
     from cupyconv import _cuda
 
+    dtype, precision = (mode, None) if isinstance(mode, str) else mode
     names, original = [], _cuda._launch
     monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
     problem = dict(problem)
@@ -788,16 +817,17 @@ def test_resident_grad_input_routing(problem, dtype, copy, monkeypatch):
     gy = rng.standard_normal((1, w_shape[1], out_w)).astype(numpy_dtype(dtype)).astype(numpy.float64)
     gx, _, _ = cupyconv.conv_transpose1d_backward(
         _to_gpu(gy, numpy_dtype(dtype)), _to_gpu(x, numpy_dtype(dtype)), _to_gpu(w, numpy_dtype(dtype)), **problem,
-        output_mask=(True, False, False),
+        output_mask=(True, False, False), precision=precision,
     )  # fmt: skip
     wgmma = [n for n in names if n.startswith("conv_wgmma")]
     if _is_hopper():
-        assert len(wgmma) == 1 and wgmma[0].startswith(f"conv_wgmma_resident<{_kernels.CUDA_TYPE[dtype]}, int,"), names
+        prefix = f"{kernel}<int," if kernel == "conv_wgmma_x3" else f"{kernel}<{_kernels.CUDA_TYPE[dtype]}, int,"
+        assert len(wgmma) == 1 and wgmma[0].startswith(prefix), names
         assert wgmma[0].endswith(f", {copy}>"), names
     else:
         assert wgmma == [], names
     oracle = exact_backward(case, gy, x, w)[0]
-    limit = {"float16": 2e-3, "bfloat16": 2e-2}[dtype]
+    limit = {"float32": 2e-3 if precision == "tf32" else 1e-5, "float16": 2e-3, "bfloat16": 2e-2}[dtype]
     assert relative_error(cupy.asnumpy(gx).astype(numpy.float64), oracle) < limit
 
 

@@ -103,7 +103,7 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]
     per_index = len(_kernels.WGMMA_TILES) + 2 * len(_kernels.RESIDENT_VARIANTS) * len(_kernels.RESIDENT_COPY_BYTES)  # and the fill builds
     grad_weight = len(_kernels.GRAD_WEIGHT_WGMMA_TILES) * len(_kernels.RESIDENT_COPY_BYTES) * len(_kernels.GRAD_WEIGHT_WGMMA_DTYPES)
-    x3 = len(_kernels.WGMMA_TILES)  # conv_wgmma_x3 (float32 only)
+    x3 = len(_kernels.WGMMA_TILES) * len(_kernels.RESIDENT_COPY_BYTES)  # conv_wgmma_x3 (float32 only), each load size
     assert len(names) == 2 * (per_index * len(_kernels.WINDOW_DTYPES) + x3 + grad_weight)
     log, lowered = _compile_sm_90a("conv_wgmma.cu", names)
     reports = _spill_stores(log)

@@ -383,10 +383,15 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 2) conv_wgmma(
 // slice s - 1, whose buffer takes slice s + 1: its weight by cp.async and its
 // window loaded into registers before slice s's MMAs and split into the
 // buffer after them.  One block per multiprocessor (two accumulator sets of
-// 64 floats a thread).  Otherwise conv_wgmma's arguments and requirements;
-// `weight` holds the two packed arrays.
+// 64 floats a thread).  COPY: the bytes of one window load (16, 8 or 4),
+// the largest that divides an input row's bytes, as conv_wgmma_resident's:
+// rows that are not whole 16-byte vectors (grad_input's grad_output rows of
+// L_out floats) load each 16-byte vector in 16 / COPY pieces, each all in or
+// all out of the row.  Otherwise conv_wgmma's arguments and requirements (in_w
+// a multiple of COPY / 4 floats, not of 4); `weight` holds the two packed
+// arrays.
 constexpr int WGMMA_X3_STAGES = 2;
-template <typename Index, int BM, int BN, int CHAIN = 0>
+template <typename Index, int BM, int BN, int CHAIN = 0, int COPY = 16>
 __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
     const float* __restrict__ in,        // (batch, groups * channels, in_w)
     const float* __restrict__ weight,    // packed (2, groups, kernel_w, out_channels, channels_padded): TF32 hi, then lo
@@ -404,6 +409,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
     constexpr int WG_M = BM / 64, WG_N = 2 / WG_M;
     static_assert(WG_M * WG_N == 2 && BN / WG_N == 128, "two warpgroups of m64n128");
     constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;               // bytes of one tap's A
+    constexpr int PIECE = COPY / 4;                             // floats per window load
+    static_assert(COPY == 16 || COPY == 8 || COPY == 4, "window loads of 16, 8 or 4 bytes");
 
     extern __shared__ __align__(128) unsigned char smem[];
 
@@ -432,6 +439,14 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
         plan.template copy_weight<true>(smem + buf * stage_bytes, s, taps, weight, channels_padded, A_TAP, lo_offset, half_bytes);
         cp_async_commit();
     };
+    // COPY < 16: how many of task i's pieces lie in the row (a prefix: its
+    // positions start at a multiple of 4, in_w is a multiple of PIECE).
+    int pieces[Copies::TASKS];
+#pragma unroll
+    for (int i = 0; i < Copies::TASKS; ++i) {
+        const int l = window_first + (tid + i * WGMMA_THREADS) / WGMMA_CHUNKS * VEC;
+        pieces[i] = plan.w_exists[i] && l >= 0 ? max(0, min(VEC, in_w - l)) / PIECE : 0;
+    }
     // Slice s's window into registers (raw[i][e]: channel c0 + w_channel + e at 4 positions) ...
     uint4 raw[Copies::TASKS][4];
     auto fetch_window = [&](int s) {
@@ -442,8 +457,22 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) conv_wgmma_x3(
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 raw[i][e] = make_uint4(0, 0, 0, 0);
-                if (plan.w_inside[i] && c0 + plan.w_channel[i] + e < channels)
-                    raw[i][e] = *reinterpret_cast<const uint4*>(plan.w_src[i] + offset + static_cast<Index>(e) * in_w);
+                const float* src = plan.w_src[i] + offset + static_cast<Index>(e) * in_w;
+                if constexpr (COPY == 16) {
+                    if (plan.w_inside[i] && c0 + plan.w_channel[i] + e < channels) raw[i][e] = *reinterpret_cast<const uint4*>(src);
+                } else if (c0 + plan.w_channel[i] + e < channels) {
+                    unsigned* words = reinterpret_cast<unsigned*>(&raw[i][e]);
+#pragma unroll
+                    for (int h = 0; h < 16 / COPY; ++h) {
+                        if (h >= pieces[i]) continue;
+                        if constexpr (COPY == 8) {
+                            const uint2 v = *reinterpret_cast<const uint2*>(src + h * PIECE);
+                            words[2 * h] = v.x, words[2 * h + 1] = v.y;
+                        } else {
+                            words[h] = *reinterpret_cast<const unsigned*>(src + h);
+                        }
+                    }
+                }
             }
     };
     // ... and from them, split, into buffer buf: position l of chunk c holds its 4 channels, hi and lo.
