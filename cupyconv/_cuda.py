@@ -1671,9 +1671,11 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     if gy4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or gy4.data.ptr % 16:
         return False
     multiprocessors, max_shared = _multiprocessors(), _max_shared()
-    # 64 input channels a block where 4 taps do, else 32 (up to 8 taps)
+    # the narrowest tile that covers the group's input channels (128 at
+    # most) where its taps do, then the narrower ones, widest first
     tiles = _kernels.GRAD_WEIGHT_WGMMA_TILES
-    order = tiles[::-1] if geometry.in_channels_per_group > 32 else tiles
+    covering = [t for t in tiles if t.bn >= min(geometry.in_channels_per_group, tiles[-1].bn)]
+    order = covering + [t for t in tiles if t not in covering][::-1]
     heuristic = next((t for t in order if _grad_weight_wgmma_plan(geometry, dtype, "int", multiprocessors, t, max_shared)), None)
     if heuristic is None:
         return False

@@ -398,14 +398,21 @@ class GradWeightWgmmaTile(NamedTuple):
         return WGMMA_THREADS
 
 
-# 32 channels by up to 8 taps, or 64 by up to 4: 128 accumulators a thread.
-GRAD_WEIGHT_WGMMA_TILES = (GradWeightWgmmaTile(32, 8), GradWeightWgmmaTile(64, 4))
+# 32 channels by up to 8 taps, or 64 by up to 4: 128 accumulators a thread;
+# or 128 channels by up to 4 taps, the warpgroups taking 64 channels each.
+GRAD_WEIGHT_WGMMA_TILES = (GradWeightWgmmaTile(32, 8), GradWeightWgmmaTile(64, 4), GradWeightWgmmaTile(128, 4))
 GRAD_WEIGHT_WGMMA_DTYPES = ("float16", "bfloat16")
 GRAD_WEIGHT_WGMMA_POSITIONS = 128  # conv_wgmma.cu's GW_POSITIONS: reduction positions per item
 GRAD_WEIGHT_WGMMA_AHEAD = 3  # its GW_AHEAD: items loaded ahead
 GRAD_WEIGHT_WGMMA_RAW_BUFFERS = GRAD_WEIGHT_WGMMA_AHEAD + 1  # its GW_RAW_BUFFERS
 GRAD_WEIGHT_WGMMA_X_BUFFERS = GRAD_WEIGHT_WGMMA_AHEAD + 2  # its GW_X_BUFFERS
 GRAD_WEIGHT_WGMMA_ROWS = 64  # output channels per block
+GRAD_WEIGHT_WGMMA_SPLIT_CI = 128  # the tile width whose warpgroups split the channels, two items ahead (its SPLIT_CI)
+
+
+def grad_weight_wgmma_ahead(tile: GradWeightWgmmaTile) -> int:
+    """Items grad_weight_wgmma loads ahead with `tile` (its AHEAD)."""
+    return 2 if tile.bn == GRAD_WEIGHT_WGMMA_SPLIT_CI else GRAD_WEIGHT_WGMMA_AHEAD
 
 
 def grad_weight_wgmma_name(dtype: str, index: str, tile: GradWeightWgmmaTile, copy: int) -> str:
@@ -421,9 +428,10 @@ def grad_weight_wgmma_layout(geometry: Geometry, tile: GradWeightWgmmaTile, dtyp
     An item's window covers positions l0 - padding - shift0 .. (shift0 < 8
     aligns it down to a vector), GRAD_WEIGHT_WGMMA_POSITIONS + (K - 1) d
     positions past shift0, in whole vectors.  Shared memory: the x tiles
-    (bn rows x 256 bytes), the raw windows (64 rows of those vectors, 16 bytes
-    of skew per 4 rows) and two transposed ones (8 chunks of rows of 16 bytes,
-    chunk_stride 32 more than a multiple of 128), or, if larger, the final
+    (bn rows x 256 bytes; ahead + 2 of them), the raw windows (ahead + 1 of
+    64 rows of those vectors, 16 bytes of skew per 4 rows) and two transposed
+    ones (8 chunks of rows of 16 bytes, chunk_stride 32 more than a multiple
+    of 128), or, if larger and the warpgroups split the positions, the final
     partial (taps x 64 x bn floats)."""
     if dtype not in GRAD_WEIGHT_WGMMA_DTYPES or not _is_1d(geometry):
         return None
@@ -441,7 +449,10 @@ def grad_weight_wgmma_layout(geometry: Geometry, tile: GradWeightWgmmaTile, dtyp
     rows_per_block = GRAD_WEIGHT_WGMMA_ROWS
     raw = -(-(rows_per_block * vectors * 16 + rows_per_block // 4 * 16) // 128) * 128
     x_tile = tile.bn * GRAD_WEIGHT_WGMMA_POSITIONS * 2
-    shared = GRAD_WEIGHT_WGMMA_X_BUFFERS * x_tile + GRAD_WEIGHT_WGMMA_RAW_BUFFERS * raw + 2 * (rows_per_block // 8) * chunk_stride
+    ahead = grad_weight_wgmma_ahead(tile)
+    shared = (ahead + 2) * x_tile + (ahead + 1) * raw + 2 * (rows_per_block // 8) * chunk_stride
+    if tile.bn == GRAD_WEIGHT_WGMMA_SPLIT_CI:  # no partial goes through shared memory
+        return vectors, chunk_stride, shared, copy
     return vectors, chunk_stride, max(shared, tile.taps * rows_per_block * tile.bn * 4), copy
 
 

@@ -1127,9 +1127,14 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
 //     transposed into conv_wgmma's window layout (chunk c of 8 channels,
 //     position v at c * chunk_stride + 16 v): read M-major, tap t's operand
 //     is the window moved by t * dilation positions (16 bytes each).
-// The warpgroups split each item's positions (64 each, 4 k-steps of 16) and
-// keep MAX_TAPS accumulators of 64 x BN; at the end warpgroup 1's partial
-// goes through shared memory and warpgroup 0 adds it and writes the tile.
+// BN 32 or 64: the warpgroups split each item's positions (64 each, 4
+// k-steps of 16) and keep MAX_TAPS accumulators of 64 x BN; at the end
+// warpgroup 1's partial goes through shared memory and warpgroup 0 adds it
+// and writes the tile.  BN 128: the warpgroups split the input channels (64
+// each, their rows of both atoms) and each takes every position of the item
+// (8 k-steps), so one transposed window serves twice the MMAs and grad_output
+// is read once per 128 input channels; each writes its own 64 x 64 tiles.
+// Its x tiles being twice as large, it loads two items ahead, not three.
 //
 // Requirements checked by the host: compute capability 9.0 (sm_90a), stride
 // 1, in_w a multiple of 8, out_w a multiple of COPY / 2, kernel_w <=
@@ -1157,31 +1162,34 @@ __device__ __forceinline__ void transpose_window16(const unsigned char* src0, un
     }
 }
 
-// One warpgroup's MMAs of an item: taps t < `taps` (<= MAX_TAPS) of its 64
-// positions, 4 k-steps of 16 each; window: its first position's row for tap
-// 0 (taps step `dilation` rows of 16 bytes), x_atom: its 128-byte-swizzled
-// atom of x (a k-step is 32 bytes further along each row).
+// One warpgroup's MMAs of an item: taps t < `taps` (<= MAX_TAPS) of its
+// ATOMS x 64 positions, 4 k-steps of 16 each per 64; window: its first
+// position's row for tap 0 (taps step `dilation` rows of 16 bytes), x_atom:
+// the first of its 128-byte-swizzled atoms of x (NW channel rows; a k-step
+// is 32 bytes further along each row, the next 64 positions atom_bytes on).
 // The recursion picks the tap count as a constant, so the MMAs are one
 // straight run with no branch among them, committed as one group.
-template <typename T, int BN, int MAX_TAPS, int N = MAX_TAPS>
-__device__ __forceinline__ void grad_weight_mmas(float (&acc)[MAX_TAPS][BN / 2], int taps, unsigned window, int dilation,
-                                                 int chunk_stride, unsigned x_atom) {
+template <typename T, int NW, int MAX_TAPS, int ATOMS, int N = MAX_TAPS>
+__device__ __forceinline__ void grad_weight_mmas(float (&acc)[MAX_TAPS][NW / 2], int taps, unsigned window, int dilation,
+                                                 int chunk_stride, unsigned x_atom, int atom_bytes) {
     if constexpr (N > 1) {
         if (taps < N) {
-            grad_weight_mmas<T, BN, MAX_TAPS, N - 1>(acc, taps, window, dilation, chunk_stride, x_atom);
+            grad_weight_mmas<T, NW, MAX_TAPS, ATOMS, N - 1>(acc, taps, window, dilation, chunk_stride, x_atom, atom_bytes);
             return;
         }
     }
 #pragma unroll
     for (int t = 0; t < N; ++t)
 #pragma unroll
-        for (int ks = 0; ks < GW_POSITIONS / 32; ++ks) {
-            // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (8 channels) chunk_stride
-            const unsigned long long a = wgmma_descriptor(window + (ks * 16 + t * dilation) * 16, 128, chunk_stride);
-            // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart
-            const unsigned long long b = wgmma_descriptor_fields(16, 1024, true) | (((x_atom + ks * 32) >> 4) & 0x3FFF);
-            wgmma_m64k16_mn_a<T, BN>(acc[t], a, b);
-        }
+        for (int h = 0; h < ATOMS; ++h)
+#pragma unroll
+            for (int ks = 0; ks < 4; ++ks) {
+                // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (8 channels) chunk_stride
+                const unsigned long long a = wgmma_descriptor(window + (h * 64 + ks * 16 + t * dilation) * 16, 128, chunk_stride);
+                // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart
+                const unsigned long long b = wgmma_descriptor_fields(16, 1024, true) | (((x_atom + h * atom_bytes + ks * 32) >> 4) & 0x3FFF);
+                wgmma_m64k16_mn_a<T, NW>(acc[t], a, b);
+            }
     wgmma_commit();  // here, not after the caller's branches join: there ptxas would commit an empty group of its own
 }
 
@@ -1194,11 +1202,17 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
     int padding, int dilation, int window_vectors, int chunk_stride, int per_split, int co_tiles, int ci_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(sizeof(T) == 2, "16-bit operands only (wgmma transposes no others)");
-    static_assert(BN == 32 || BN == 64, "wgmma.m64n32 or m64n64");
+    static_assert(BN == 32 || BN == 64 || BN == 128, "wgmma.m64n32 or m64n64 (BN 128: two of 64)");
+    // BN 128: the warpgroups take 64 input channels each over all of an
+    // item's positions; else half of its positions each over all BN channels.
+    constexpr bool SPLIT_CI = BN == 128;
+    constexpr int NW = SPLIT_CI ? BN / 2 : BN;      // a warpgroup's wgmma N
+    constexpr int AHEAD = SPLIT_CI ? 2 : GW_AHEAD;  // (shared memory: BN 128's x tiles are twice as large)
+    constexpr int RAW_BUFFERS = AHEAD + 1, X_BUFFERS = AHEAD + 2;  // as GW_RAW_BUFFERS, GW_X_BUFFERS
     constexpr int VEC = 8, UNIT = COPY / 2, BM = 64;
     constexpr int X_ATOM = BN * 128;                // bytes of one x atom (64 positions of BN channels)
     constexpr int X_BYTES = BN * GW_POSITIONS * 2;  // two atoms
-    constexpr int ACC = BN / 2;
+    constexpr int ACC = NW / 2;
     static_assert((COPY == 16 || COPY == 8 || COPY == 4) && BN * GW_POSITIONS / 8 % WGMMA_THREADS == 0, "copies");
     static_assert(GW_POSITIONS == 128 && X_BYTES % 1024 == 0, "two 1024-byte-aligned atoms an x tile");
 
@@ -1225,8 +1239,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
     const int raw_bytes = (BM * raw_row + (BM / 4) * 16 + 127) / 128 * 128;
     const int trans_bytes = (BM / 8) * chunk_stride;
     unsigned char* const x_base = smem;
-    unsigned char* const raw_base = smem + GW_X_BUFFERS * X_BYTES;
-    unsigned char* const trans_base = raw_base + GW_RAW_BUFFERS * raw_bytes;
+    unsigned char* const raw_base = smem + X_BUFFERS * X_BYTES;
+    unsigned char* const trans_base = raw_base + RAW_BUFFERS * raw_bytes;
 
     // Item k's x tile and gy window into their buffers (the caller commits).
     const int my_row = tid / 4, my_lane = tid % 4;  // gy: 4 threads per channel row
@@ -1234,7 +1248,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
         const int item = first + k;
         const int n = item / chunks, l0 = item % chunks * GW_POSITIONS;
         // x: task (atom h, row ci, chunk c): a warp copies 4 rows x 8 chunks of one atom
-        unsigned char* const xd = x_base + (k % GW_X_BUFFERS) * X_BYTES;
+        unsigned char* const xd = x_base + (k % X_BUFFERS) * X_BYTES;
 #pragma unroll
         for (int i = 0; i < BN * GW_POSITIONS / 8 / WGMMA_THREADS; ++i) {
             const int task = tid + i * WGMMA_THREADS;
@@ -1249,7 +1263,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
         const int window_first = l0 - padding - shift0;  // a multiple of 8
         const bool row_ok = co < out_channels;
         const T* const src = gy + ((static_cast<Index>(n) * groups + group) * out_channels + co) * static_cast<Index>(out_w) + window_first;
-        unsigned char* const dst = raw_base + (k % GW_RAW_BUFFERS) * raw_bytes + my_row * raw_row + (my_row / 4) * 16;
+        unsigned char* const dst = raw_base + (k % RAW_BUFFERS) * raw_bytes + my_row * raw_row + (my_row / 4) * 16;
         const int copies = window_vectors * (16 / COPY);
         if (row_ok && window_first >= 0 && window_first + copies * UNIT <= out_w) {
             // wholly inside the row: no checks (the checked loop was 40% of P2's instructions: perf notes v22)
@@ -1272,18 +1286,18 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
     const unsigned base = shared_address(smem);
     const unsigned trans_address = base + static_cast<unsigned>(trans_base - smem);
 #pragma unroll
-    for (int k = 0; k < GW_AHEAD; ++k) {
+    for (int k = 0; k < AHEAD; ++k) {
         if (k < steps) load(k);
         cp_async_commit();
     }
     for (int k = 0; k < steps; ++k) {
-        cp_async_wait_group<GW_AHEAD - 1>();  // item k's tiles are here (later ones may not be)
-        // ... for every thread.  Free now: raw buffer (k + GW_AHEAD) % GW_RAW_BUFFERS (item k - 1's,
-        // transposed), window k % 2 and x tile (k + GW_AHEAD) % GW_X_BUFFERS (item k - 2's MMAs are done)
+        cp_async_wait_group<AHEAD - 1>();  // item k's tiles are here (later ones may not be)
+        // ... for every thread.  Free now: raw buffer (k + AHEAD) % RAW_BUFFERS (item k - 1's,
+        // transposed), window k % 2 and x tile (k + AHEAD) % X_BUFFERS (item k - 2's MMAs are done)
         __syncthreads();
-        transpose_window16<BM / 8, WGMMA_THREADS>(raw_base + (k % GW_RAW_BUFFERS) * raw_bytes, trans_base + (k % 2) * trans_bytes,
+        transpose_window16<BM / 8, WGMMA_THREADS>(raw_base + (k % RAW_BUFFERS) * raw_bytes, trans_base + (k % 2) * trans_bytes,
                                                   raw_row, chunk_stride, window_vectors, tid);
-        if (k + GW_AHEAD < steps) load(k + GW_AHEAD);
+        if (k + AHEAD < steps) load(k + AHEAD);
         cp_async_commit();
         fence_proxy_async();
         __syncthreads();  // window k % 2 is written
@@ -1291,46 +1305,68 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
         for (int t = 0; t < MAX_TAPS; ++t) pin(acc[t]);
         wgmma_fence();
         const unsigned window = trans_address + (k % 2) * trans_bytes;
-        const unsigned x_tile = base + (k % GW_X_BUFFERS) * X_BYTES;
+        const unsigned x_tile = base + (k % X_BUFFERS) * X_BYTES;
         // The item's MMAs for its `taps` taps (a branch between wgmma
         // instructions would make ptxas close a group there, and the wait
         // below then wait for all of them: no overlap with the next item).
-        grad_weight_mmas<T, BN, MAX_TAPS>(acc, taps, window + (shift0 + warpgroup * (GW_POSITIONS / 2)) * 16, dilation, chunk_stride,
-                                          x_tile + warpgroup * X_ATOM);  // and commits them
+        if constexpr (SPLIT_CI)  // channels 64 w.. of both atoms (8 KB into each), every position
+            grad_weight_mmas<T, NW, MAX_TAPS, 2>(acc, taps, window + shift0 * 16, dilation, chunk_stride, x_tile + warpgroup * (NW * 128),
+                                                 X_ATOM);  // and commits them
+        else  // positions 64 w.., every channel
+            grad_weight_mmas<T, NW, MAX_TAPS, 1>(acc, taps, window + (shift0 + warpgroup * (GW_POSITIONS / 2)) * 16, dilation,
+                                                 chunk_stride, x_tile + warpgroup * X_ATOM, X_ATOM);
         wgmma_wait<1>();
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int t = 0; t < MAX_TAPS; ++t) pin(acc[t]);
     cp_async_wait_all();
-    __syncthreads();  // every buffer is free: warpgroup 1's partial goes over them
 
     const int lane = tid % 32, w = (tid / 32) % 4;
     const int g = lane / 4, t4 = lane % 4;
-    float* const stage = reinterpret_cast<float*>(smem);  // [tap][row 64][BN], MAX_TAPS x 64 x BN floats (host: shared bytes)
-    if (warpgroup == 1) {
-#pragma unroll
-        for (int t = 0; t < MAX_TAPS; ++t)
-            if (t < taps) stage_accumulators<BN>(acc[t], stage, BN, t * BM, 0, w, g, t4);
-    }
-    __syncthreads();
-    if (warpgroup == 0) {
+    if constexpr (SPLIT_CI) {  // each warpgroup writes its own 64 input channels
         double* const out = workspace + (static_cast<Index>(split) * groups + group) * channels * static_cast<Index>(out_channels) * kernel_w;
 #pragma unroll
         for (int t = 0; t < MAX_TAPS; ++t)
             if (t < taps)
 #pragma unroll
-                for (int j = 0; j < BN / 8; ++j)
+                for (int j = 0; j < NW / 8; ++j)
 #pragma unroll
                     for (int h = 0; h < 2; ++h)
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
-                            const int row = 16 * w + g + 8 * h, col = 8 * j + 2 * t4 + e;
+                            const int row = 16 * w + g + 8 * h, col = warpgroup * NW + 8 * j + 2 * t4 + e;
                             const int co = co_tile * BM + row, ci = ci_tile * BN + col;
                             if (co < out_channels && ci < channels)
-                                out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + t] =
-                                    static_cast<double>(acc[t][4 * j + 2 * h + e] + stage[(t * BM + row) * BN + col]);
+                                out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + t] = static_cast<double>(acc[t][4 * j + 2 * h + e]);
                         }
+    } else {
+        __syncthreads();  // every buffer is free: warpgroup 1's partial goes over them
+        float* const stage = reinterpret_cast<float*>(smem);  // [tap][row 64][BN], MAX_TAPS x 64 x BN floats (host: shared bytes)
+        if (warpgroup == 1) {
+#pragma unroll
+            for (int t = 0; t < MAX_TAPS; ++t)
+                if (t < taps) stage_accumulators<BN>(acc[t], stage, BN, t * BM, 0, w, g, t4);
+        }
+        __syncthreads();
+        if (warpgroup == 0) {
+            double* const out = workspace + (static_cast<Index>(split) * groups + group) * channels * static_cast<Index>(out_channels) * kernel_w;
+#pragma unroll
+            for (int t = 0; t < MAX_TAPS; ++t)
+                if (t < taps)
+#pragma unroll
+                    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) {
+                                const int row = 16 * w + g + 8 * h, col = 8 * j + 2 * t4 + e;
+                                const int co = co_tile * BM + row, ci = ci_tile * BN + col;
+                                if (co < out_channels && ci < channels)
+                                    out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + t] =
+                                        static_cast<double>(acc[t][4 * j + 2 * h + e] + stage[(t * BM + row) * BN + col]);
+                            }
+        }
     }
 #endif
 }
