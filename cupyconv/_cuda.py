@@ -1695,14 +1695,16 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 
 # grad_weight_phase takes float32 1D grad_weight on tensor cores where every
 # tap lands on one phase of grad_output (perf notes v18: P1, P4), for groups
-# of at least 16 input and output channels that fit in at most two of its
-# channel tiles: with more (P2: 4 x 2 tiles) it re-reads x for every tile of
-# output channels and grad_output for every tile of input channels, and
-# measured slower than grad_weight_mma.  False keeps grad_weight_mma there;
+# of at least 16 input and output channels that fit in at most
+# GRAD_WEIGHT_PHASE_MAX_TILES[passes] of its channel tiles.  With more (P2:
+# 4 x 2 tiles) it re-reads x for every tile of output channels and
+# grad_output for every tile of input channels: in 3xTF32 that measured
+# slower than grad_weight_mma (P2 9.95 ms against 9.31), in TF32 faster (6.18
+# against 6.65; perf notes v26).  False keeps grad_weight_mma there;
 # "anywhere" lifts the size and channel rules (tests).
 USE_GRAD_WEIGHT_PHASE = True
 GRAD_WEIGHT_PHASE_MIN_CHANNELS = 16
-GRAD_WEIGHT_PHASE_MAX_TILES = 2
+GRAD_WEIGHT_PHASE_MAX_TILES = {1: 8, 3: 2}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1747,7 +1749,7 @@ def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: in
     channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
     tiles = -(-channels // _kernels.GRAD_WEIGHT_PHASE_CHANNELS) * -(-out_channels // _kernels.GRAD_WEIGHT_PHASE_COLUMNS)
     if USE_GRAD_WEIGHT_PHASE != "anywhere" and (
-        gy4.size < WINDOW_MIN_OUTPUT or min(channels, out_channels) < GRAD_WEIGHT_PHASE_MIN_CHANNELS or tiles > GRAD_WEIGHT_PHASE_MAX_TILES
+        gy4.size < WINDOW_MIN_OUTPUT or min(channels, out_channels) < GRAD_WEIGHT_PHASE_MIN_CHANNELS or tiles > GRAD_WEIGHT_PHASE_MAX_TILES[passes]
     ):
         return False
     multiprocessors, max_shared = _multiprocessors(), _max_shared()
