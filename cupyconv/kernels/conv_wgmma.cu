@@ -1324,8 +1324,22 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
 
     const int lane = tid % 32, w = (tid / 32) % 4;
     const int g = lane / 4, t4 = lane % 4;
-    if constexpr (SPLIT_CI) {  // each warpgroup writes its own 64 input channels
+    // BN 128: each warpgroup writes its own 64 input channels.  Else
+    // warpgroup 1's partial goes through shared memory (every buffer is free
+    // once all threads are here) and warpgroup 0 adds it and writes the tile.
+    float* const stage = reinterpret_cast<float*>(smem);  // [tap][row 64][BN], MAX_TAPS x 64 x BN floats (host: shared bytes)
+    if constexpr (!SPLIT_CI) {
+        __syncthreads();
+        if (warpgroup == 1) {
+#pragma unroll
+            for (int t = 0; t < MAX_TAPS; ++t)
+                if (t < taps) stage_accumulators<BN>(acc[t], stage, BN, t * BM, 0, w, g, t4);
+        }
+        __syncthreads();
+    }
+    if (SPLIT_CI || warpgroup == 0) {
         double* const out = workspace + (static_cast<Index>(split) * groups + group) * channels * static_cast<Index>(out_channels) * kernel_w;
+        const int col0 = SPLIT_CI ? warpgroup * NW : 0;
 #pragma unroll
         for (int t = 0; t < MAX_TAPS; ++t)
             if (t < taps)
@@ -1335,38 +1349,13 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
                     for (int h = 0; h < 2; ++h)
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
-                            const int row = 16 * w + g + 8 * h, col = warpgroup * NW + 8 * j + 2 * t4 + e;
+                            const int row = 16 * w + g + 8 * h, col = col0 + 8 * j + 2 * t4 + e;
                             const int co = co_tile * BM + row, ci = ci_tile * BN + col;
+                            float value = acc[t][4 * j + 2 * h + e];
+                            if constexpr (!SPLIT_CI) value += stage[(t * BM + row) * BN + col];
                             if (co < out_channels && ci < channels)
-                                out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + t] = static_cast<double>(acc[t][4 * j + 2 * h + e]);
+                                out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + t] = static_cast<double>(value);
                         }
-    } else {
-        __syncthreads();  // every buffer is free: warpgroup 1's partial goes over them
-        float* const stage = reinterpret_cast<float*>(smem);  // [tap][row 64][BN], MAX_TAPS x 64 x BN floats (host: shared bytes)
-        if (warpgroup == 1) {
-#pragma unroll
-            for (int t = 0; t < MAX_TAPS; ++t)
-                if (t < taps) stage_accumulators<BN>(acc[t], stage, BN, t * BM, 0, w, g, t4);
-        }
-        __syncthreads();
-        if (warpgroup == 0) {
-            double* const out = workspace + (static_cast<Index>(split) * groups + group) * channels * static_cast<Index>(out_channels) * kernel_w;
-#pragma unroll
-            for (int t = 0; t < MAX_TAPS; ++t)
-                if (t < taps)
-#pragma unroll
-                    for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-                        for (int h = 0; h < 2; ++h)
-#pragma unroll
-                            for (int e = 0; e < 2; ++e) {
-                                const int row = 16 * w + g + 8 * h, col = 8 * j + 2 * t4 + e;
-                                const int co = co_tile * BM + row, ci = ci_tile * BN + col;
-                                if (co < out_channels && ci < channels)
-                                    out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + t] =
-                                        static_cast<double>(acc[t][4 * j + 2 * h + e] + stage[(t * BM + row) * BN + col]);
-                            }
-        }
     }
 #endif
 }
