@@ -1693,6 +1693,65 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     return True
 
 
+# grad_weight_wgmma_tf32 takes float32 stride-1 1D grad_weight in both
+# tensor-core modes on compute capability 9.0 where it applies and a group
+# has at least GRAD_WEIGHT_TF32_MIN_CHANNELS input and output channels (its
+# block is 128 output x 64 input channels).  False keeps grad_weight_phase or
+# grad_weight_mma there.
+USE_GRAD_WEIGHT_TF32 = True
+GRAD_WEIGHT_TF32_MIN_CHANNELS = 64
+
+
+@functools.lru_cache(maxsize=1024)
+def _grad_weight_tf32_plan(geometry: Geometry, index: str, passes: int, multiprocessors: int, max_shared: int):
+    """(grad_weight_wgmma_tf32 launch, workspace shape, sum_splits launch),
+    or None where it does not apply (see grad_weight_tf32_layout) or does not
+    fit in shared memory.  One block per multiprocessor: the (group, output-
+    channel tile, input-channel tile) combinations times enough splits of the
+    (image, 64-position chunk) items to fill them."""
+    layout = _kernels.grad_weight_tf32_layout(geometry, "float32", passes)
+    if layout is None or layout[3] > max_shared:
+        return None
+    taps, vectors, raw_row, shared, copy = layout
+    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    batch, _, _, in_w = geometry.input_shape4
+    co_tiles = -(-out_channels // _kernels.GRAD_WEIGHT_TF32_ROWS)
+    ci_tiles = -(-channels // _kernels.GRAD_WEIGHT_TF32_COLUMNS)
+    items = batch * -(-in_w // _kernels.GRAD_WEIGHT_TF32_POSITIONS)
+    independent = co_tiles * ci_tiles * geometry.groups
+    splits = _splits(independent, items, 4, multiprocessors, blocks_per_multiprocessor=1)
+    per_split = -(-items // splits)
+    splits = -(-items // per_split)
+    if per_split > _kernels.INT32_LIMIT:
+        return None
+    scalars = (
+        _i32(batch), _i32(geometry.groups), _i32(channels), _i32(out_channels), _i32(in_w), _i32(geometry.output_shape4[3]),
+        _i32(geometry.kernel[1]), _i32(geometry.padding[1]), _i32(geometry.dilation[1]), _i32(vectors), _i32(raw_row),
+        _i32(per_split), _i32(co_tiles), _i32(ci_tiles),
+    )  # fmt: skip
+    name = _kernels.grad_weight_tf32_name(index, taps, passes, copy)
+    partial = _Launch("grad_weight_tf32.cu", name, _blocks_for(independent * splits), _kernels.WGMMA_THREADS, scalars, shared)
+    count = math.prod(geometry.weight_shape4)
+    return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan("float32", count, splits, multiprocessors)
+
+
+def _grad_weight_tf32(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int) -> bool:
+    """Runs grad_weight with grad_weight_wgmma_tf32 if it is routed; False if not."""
+    if not USE_GRAD_WEIGHT_TF32 or dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_TF32_PASSES or _compute_capability() != 90:
+        return False
+    if gy4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or gy4.data.ptr % 16:
+        return False
+    if min(geometry.in_channels_per_group, geometry.out_channels_per_group) < GRAD_WEIGHT_TF32_MIN_CHANNELS:
+        return False
+    multiprocessors, max_shared = _multiprocessors(), _max_shared()
+    if _grad_weight_tf32_plan(geometry, "int", passes, multiprocessors, max_shared) is None:
+        return False
+    _run_split_reduction(
+        lambda index: _grad_weight_tf32_plan(geometry, index, passes, multiprocessors, max_shared), (x4, gy4), (x4.size, gy4.size), grad
+    )
+    return True
+
+
 # grad_weight_phase takes float32 1D grad_weight on tensor cores where every
 # tap lands on one phase of grad_output (perf notes v18: P1, P4), for groups
 # of at least 16 input and output channels that fit in at most
@@ -1764,7 +1823,8 @@ def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: in
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
     forward pass uses them too -- grad_weight_taps, grad_weight_wgmma,
-    grad_weight_window or grad_weight_phase where they apply, else
+    grad_weight_window, grad_weight_wgmma_tf32 or grad_weight_phase where
+    they apply, else
     grad_weight_mma; else CUDA cores with double sums."""
     dtype = _geometry.dtype_name(gy4.dtype)
     passes = _passes(dtype, precision, geometry, "grad_weight")
@@ -1774,6 +1834,7 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     elif grad.size and not (
         (passes and _grad_weight_taps(gy4, x4, grad, geometry, dtype, passes))
         or (passes == 1 and (_grad_weight_wgmma(gy4, x4, grad, geometry, dtype) or _grad_weight_window(gy4, x4, grad, geometry, dtype)))
+        or (passes and _grad_weight_tf32(gy4, x4, grad, geometry, dtype, passes))
         or (passes and _grad_weight_phase(gy4, x4, grad, geometry, dtype, passes))
     ):
         multiprocessors = _multiprocessors()

@@ -248,7 +248,7 @@ class WgmmaTile(NamedTuple):
 
 
 WGMMA_THREADS = 256  # conv_wgmma.cu: two warpgroups
-SM90A_FILES = ("conv_wgmma.cu", "conv_fold.cu")  # built for sm_90a (wgmma) on compute capability 9.0
+SM90A_FILES = ("conv_wgmma.cu", "conv_fold.cu", "grad_weight_tf32.cu")  # built for sm_90a (wgmma) on compute capability 9.0
 WGMMA_TILES = (WgmmaTile(128, 128), WgmmaTile(64, 256))
 WGMMA_CHUNKS = 4  # conv_wgmma.cu: 16-byte chunks of a channel slice
 WGMMA_STAGES = 3  # and its shared-memory buffers
@@ -454,6 +454,54 @@ def grad_weight_wgmma_layout(geometry: Geometry, tile: GradWeightWgmmaTile, dtyp
     if tile.bn == GRAD_WEIGHT_WGMMA_SPLIT_CI:  # no partial goes through shared memory
         return vectors, chunk_stride, shared, copy
     return vectors, chunk_stride, max(shared, tile.taps * rows_per_block * tile.bn * 4), copy
+
+
+# grad_weight_tf32.cu: float32 stride-1 1D grad_weight on wgmma, TF32 (passes
+# 1) or 3xTF32 (passes 3); its sizes as the kernel has them.
+GRAD_WEIGHT_TF32_TAPS = (3,)  # MAX_TAPS builds: accumulators for up to this many taps
+GRAD_WEIGHT_TF32_PASSES = (1, 3)
+GRAD_WEIGHT_TF32_POSITIONS = 64  # GWT_POSITIONS: reduction positions per item
+GRAD_WEIGHT_TF32_ROWS = 128  # GWT_ROWS: output channels per block
+GRAD_WEIGHT_TF32_COLUMNS = 64  # GWT_COLUMNS: input channels per block
+GRAD_WEIGHT_TF32_RAW_BUFFERS = 3  # GWT_RAW_BUFFERS
+
+
+# k-steps (8 positions each) per fresh accumulator, by passes: its CHAIN
+# (3xTF32: 4 errs over twice cuDNN on short sums; 1 errs more on long ones and
+# is slower; TF32: 4 measured faster than 2 on P2, 2.80 against 2.95 ms; perf
+# notes v27).
+GRAD_WEIGHT_TF32_CHAIN = {1: 4, 3: 2}
+
+
+def grad_weight_tf32_name(index: str, taps: int, passes: int, copy: int) -> str:
+    return f"grad_weight_wgmma_tf32<{index}, {taps}, {passes}, {copy}, {GRAD_WEIGHT_TF32_CHAIN[passes]}>"
+
+
+def grad_weight_tf32_layout(geometry: Geometry, dtype: str, passes: int):
+    """(max_taps, window_vectors, raw_row, shared-memory bytes, copy bytes) of
+    grad_weight_wgmma_tf32, or None where it does not apply: not float32, not
+    1D, a stride, more taps than its largest build, input rows that are not
+    whole 16-byte vectors.
+
+    An item's window covers positions l0 - padding - shift0 .. (shift0 < 4
+    aligns it down to a vector), GRAD_WEIGHT_TF32_POSITIONS + (K - 1) d past
+    shift0, in whole vectors; a raw row is that, rounded up to an odd number
+    of vectors (its float count 4 more than a multiple of 8: conflict-free
+    fragment loads).  Shared memory: two x tiles (64 channels x the positions,
+    hi and for 3xTF32 lo) and the raw windows of 128 rows."""
+    if dtype != "float32" or passes not in GRAD_WEIGHT_TF32_PASSES or not _is_1d(geometry):
+        return None
+    in_w, kernel, stride, padding, dilation, out_w = _axes(geometry)[1]
+    taps = next((t for t in GRAD_WEIGHT_TF32_TAPS if t >= kernel), None)
+    if stride != 1 or taps is None or in_w % 4:
+        return None
+    copy = resident_copy_bytes(out_w, dtype)
+    shift0 = -padding % 4
+    vectors = -(-(shift0 + GRAD_WEIGHT_TF32_POSITIONS + (kernel - 1) * dilation) // 4)
+    raw_row = (vectors | 1) * 16
+    x_tile = GRAD_WEIGHT_TF32_COLUMNS * GRAD_WEIGHT_TF32_POSITIONS * 4 * (2 if passes == 3 else 1)
+    shared = 2 * x_tile + GRAD_WEIGHT_TF32_RAW_BUFFERS * GRAD_WEIGHT_TF32_ROWS * raw_row
+    return taps, vectors, raw_row, shared, copy
 
 
 # conv_fold.cu: the forward pass of stride 8 with 9 to 16 taps (two a phase),
@@ -1162,6 +1210,13 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     for copy in RESIDENT_COPY_BYTES
                 ]
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
+            if dtype == "float32":
+                names += [
+                    ("grad_weight_tf32.cu", grad_weight_tf32_name(index, taps, passes, copy))
+                    for taps in GRAD_WEIGHT_TF32_TAPS
+                    for passes in GRAD_WEIGHT_TF32_PASSES
+                    for copy in RESIDENT_COPY_BYTES
+                ]
             if dtype != "float64":
                 names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TUNE_TILES]
             if dtype == "float32":

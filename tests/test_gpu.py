@@ -1056,19 +1056,102 @@ def test_grad_input_phase_routing(monkeypatch):
     _check_phase_routing(monkeypatch, "_grad_input_phase", (True, False, False), shapes, 6)
 
 
+_PHASE_P2 = Case("p2", 1, 2, 128, 128, (3,), (1024,), padding=1)
+
+
 def test_grad_weight_phase_routing(monkeypatch):
     """float32 P1- and P4-like problems take grad_weight_phase in both
-    tensor-core modes, P2's 4 x 2 channel tiles in "tf32" only; 16-bit ones,
-    a dilation that is not a multiple of the stride and few channels do
-    not."""
+    tensor-core modes, P2's 4 x 2 channel tiles in "tf32" only where
+    grad_weight_wgmma_tf32 does not take them (before Hopper); 16-bit ones, a
+    dilation that is not a multiple of the stride and few channels do not."""
     shapes = [
         (_PHASE_P1, True),
         (_PHASE_P4, True),
         (_PHASE_S2_D3, False),
         (Case("c8", 1, 2, 8, 64, (3,), (4096,), padding=1), False),
-        (Case("p2", 1, 2, 128, 128, (3,), (1024,), padding=1), ("tf32",)),
+        (_PHASE_P2, False if _is_hopper() else ("tf32",)),
     ]
     _check_phase_routing(monkeypatch, "_grad_weight_phase", (False, True, False), shapes, 5)
+
+
+# grad_weight_wgmma_tf32: float32, stride 1, input rows of whole 16-byte
+# vectors, up to 3 taps, groups of at least 64 input and output channels;
+# grad_output rows of every copy size (the comment's out width), padding,
+# dilation, channel tails in both tiles, groups, rows of positions that end
+# inside a 64-position item.
+GRAD_WEIGHT_TF32_CASES = [
+    Case("gwt_p2like", 1, 2, 128, 128, (3,), (1000,)),  # out 1002: 8-byte copies, 1 x 2 tiles
+    Case("gwt_tails_pad", 1, 3, 72, 136, (3,), (520,), padding=2, dilation=2),  # out 520: 16-byte copies, 2 x 2 tiles with tails
+    Case("gwt_g2", 1, 2, 128, 192, (2,), (264,), padding=1, groups=2, bias=False),  # out 263: 4-byte copies
+    Case("gwt_k1", 1, 2, 64, 64, (1,), (200,)),  # out 200
+    Case("gwt_op", 1, 2, 64, 80, (3,), (136,), padding=1, output_padding=1, dilation=2),  # out 139
+    Case("gwt_odd_rows", 1, 2, 64, 64, (3,), (130,)),  # input rows of 130 floats: not this kernel
+]
+
+
+def _spy_grad_weight_tf32(monkeypatch, multiprocessors=None):
+    """The geometries grad_weight_wgmma_tf32 served (small problems too);
+    with `multiprocessors`, its splits are sized for that many."""
+    from cupyconv import _cuda
+
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    monkeypatch.setattr(_cuda, "_grad_weight_tf32_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_tf32_plan.__wrapped__))
+    return _spy(monkeypatch, "_grad_weight_tf32", lambda args: args[3])
+
+
+@pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
+@pytest.mark.parametrize("case", GRAD_WEIGHT_TF32_CASES, ids=str)
+def test_grad_weight_tf32_kernel(case, mode, monkeypatch):
+    """grad_weight_wgmma_tf32's gradients (3xTF32 and TF32) against float64,
+    with the usual tolerances, in poisoned memory, where it applies: on
+    Hopper, but not to input rows that are not whole 16-byte vectors."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_grad_weight_tf32(monkeypatch)
+    test_backward(case, mode)
+    assert bool(ran) == (case.name != "gwt_odd_rows")
+
+
+@pytest.mark.parametrize("multiprocessors", [1, 4096], ids=["long_splits", "one_item_splits"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_tails_pad", "gwt_g2")], ids=str)
+def test_grad_weight_tf32_splits_and_64_bit_index(case, multiprocessors, monkeypatch):
+    """Blocks that sum many items, or one each, with 64-bit indices."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_grad_weight_tf32(monkeypatch, multiprocessors)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_backward(case, ("float32", "highest"))
+    assert ran
+
+
+@pytest.mark.parametrize("precision", ["highest", "tf32"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_g2")], ids=str)
+def test_grad_weight_tf32_is_bitwise_deterministic(case, precision, monkeypatch):
+    """Several splits summed by sum_splits in order: the same bits on every run."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_grad_weight_tf32(monkeypatch)
+    rng = numpy.random.default_rng(23)
+    x, w, _ = case.arrays(rng, numpy.float32)
+    gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float32))
+    xg, wg = cupy.asarray(x.astype(numpy.float32)), cupy.asarray(w.astype(numpy.float32))
+    run = lambda: cupy.asnumpy(_ops(case).backward(gy, xg, wg, **case.kwargs, output_mask=(False, True, False), precision=precision)[1])  # noqa: E731
+    first = run()
+    for _ in range(5):
+        assert run().tobytes() == first.tobytes()
+    assert ran
+
+
+def test_grad_weight_tf32_routing(monkeypatch):
+    """On Hopper, float32 P2-like problems (stride 1, 128 channels) take
+    grad_weight_wgmma_tf32 in both tensor-core modes at the default size
+    rule; P1-like ones (32 input channels), strided ones and 16-bit types do
+    not."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    shapes = [(_PHASE_P2, True), (_PHASE_P1, False), (_PHASE_P4, False)]
+    _check_phase_routing(monkeypatch, "_grad_weight_tf32", (False, True, False), shapes, 7)
 
 
 @contextlib.contextmanager

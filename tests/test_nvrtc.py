@@ -130,6 +130,31 @@ def test_conv_fold_compiles_for_sm_90a_asynchronous():
     assert fold <= set(reports) and all(reports[m] == 0 for m in fold), reports
 
 
+def test_grad_weight_tf32_compiles_for_sm_90a_without_spills():
+    """grad_weight_wgmma_tf32 (built for sm_90a) keeps its accumulators, the
+    fresh group accumulator and the register-held A fragments of a group in
+    registers: no spills, no serialized wgmma; and the host's copies of its
+    constants."""
+    import re
+
+    text = _kernels.source("grad_weight_tf32.cu")
+    found = dict(re.findall(r"constexpr int (GWT_\w+) = (\d+);", text))
+    assert int(found["GWT_THREADS"]) == _kernels.WGMMA_THREADS
+    assert int(found["GWT_POSITIONS"]) == _kernels.GRAD_WEIGHT_TF32_POSITIONS
+    assert int(found["GWT_ROWS"]) == _kernels.GRAD_WEIGHT_TF32_ROWS
+    assert int(found["GWT_COLUMNS"]) == _kernels.GRAD_WEIGHT_TF32_COLUMNS
+    assert "GWT_RAW_BUFFERS = GWT_AHEAD + 1;" in text and int(found["GWT_AHEAD"]) + 1 == _kernels.GRAD_WEIGHT_TF32_RAW_BUFFERS
+    names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_weight_tf32.cu"]
+    per_index = len(_kernels.GRAD_WEIGHT_TF32_TAPS) * len(_kernels.GRAD_WEIGHT_TF32_PASSES) * len(_kernels.RESIDENT_COPY_BYTES)
+    assert len(names) == len(_kernels.INDEX_TYPES) * per_index
+    log, lowered = _compile_sm_90a("grad_weight_tf32.cu", names)
+    assert "C7514" not in log and "C7510" not in log and "serialized" not in log, log
+    reports = _spill_stores(log)
+    assert set(reports) == set(lowered)
+    spilled = [(lowered[m], spill) for m, spill in reports.items() if spill > 0]
+    assert not spilled, f"spills: {spilled}"
+
+
 def test_conv_fold_constants_match_the_host():
     import re
 

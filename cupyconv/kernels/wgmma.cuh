@@ -56,6 +56,21 @@ CUPYCONV_WGMMA_M64N128(float, "m64n128k8.f32.tf32.tf32", "1, 1")
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// D (64 x 64 floats, this thread's 32) = A (64 x 8) * B (8 x 64) + (D if
+// accumulate), TF32, A from registers and B K-major from shared memory.  A's
+// fragment: warp w of the warpgroup holds rows 16 w.., lane (g = lane / 4,
+// t4 = lane % 4) a[0] = (g, t4), a[1] = (g + 8, t4), a[2] = (g, t4 + 4),
+// a[3] = (g + 8, t4 + 4), as mma.sync's m16n8k8 A.
+__device__ __forceinline__ void wgmma_m64n64k8_tf32_rs(float (&d)[32], const unsigned (&a)[4], unsigned long long b, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // D (64 x N floats, this thread's N / 2) += A (64 x 16) * B (16 x N), A read
 // M-major (imm-trans-a 1: 16-byte rows along M, one per k) and B K-major,
 // both from shared memory; 16-bit operands (transposes exist for those only).
