@@ -973,11 +973,9 @@ def test_grad_weight_phase_splits_and_64_bit_index(case, multiprocessors, monkey
     assert ran
 
 
-@pytest.mark.parametrize("precision", ["highest", "tf32"])
-@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p1like", "gwp_tails_g2")], ids=str)
-def test_grad_weight_phase_is_bitwise_deterministic(case, precision, monkeypatch):
-    """Several splits summed by sum_splits in order: the same bits on every run."""
-    ran = _spy_grad_weight_phase(monkeypatch)
+def _check_float32_grad_weight_repeats(case, precision):
+    """float32 grad_weight alone (output_mask) in `precision`: the same bits on
+    six runs."""
     rng = numpy.random.default_rng(23)
     x, w, _ = case.arrays(rng, numpy.float32)
     gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float32))
@@ -986,6 +984,14 @@ def test_grad_weight_phase_is_bitwise_deterministic(case, precision, monkeypatch
     first = run()
     for _ in range(5):
         assert run().tobytes() == first.tobytes()
+
+
+@pytest.mark.parametrize("precision", ["highest", "tf32"])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p1like", "gwp_tails_g2")], ids=str)
+def test_grad_weight_phase_is_bitwise_deterministic(case, precision, monkeypatch):
+    """Several splits summed by sum_splits in order: the same bits on every run."""
+    ran = _spy_grad_weight_phase(monkeypatch)
+    _check_float32_grad_weight_repeats(case, precision)
     assert ran
 
 
@@ -1132,14 +1138,7 @@ def test_grad_weight_tf32_is_bitwise_deterministic(case, precision, monkeypatch)
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
     ran = _spy_grad_weight_tf32(monkeypatch)
-    rng = numpy.random.default_rng(23)
-    x, w, _ = case.arrays(rng, numpy.float32)
-    gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float32))
-    xg, wg = cupy.asarray(x.astype(numpy.float32)), cupy.asarray(w.astype(numpy.float32))
-    run = lambda: cupy.asnumpy(_ops(case).backward(gy, xg, wg, **case.kwargs, output_mask=(False, True, False), precision=precision)[1])  # noqa: E731
-    first = run()
-    for _ in range(5):
-        assert run().tobytes() == first.tobytes()
+    _check_float32_grad_weight_repeats(case, precision)
     assert ran
 
 
