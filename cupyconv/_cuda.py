@@ -596,6 +596,64 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
     return True
 
 
+# conv_wgmma_tf32 (conv_tf32.cu) takes the float32 "tf32" passes that are one
+# stride-1 correlation (the forward pass of a stride-1 problem, its
+# grad_input) with a build for their taps, on compute capability 9.0, ahead
+# of conv_wgmma_resident, where their output channels are more than
+# CONV_TF32_MIN_ROWS a group: there conv_wgmma_resident's 128-row weight
+# tile does not fit (P2), and it splits the rows over two blocks that each
+# transpose the same windows.  False keeps it off; "anywhere" lifts the row
+# rule (tests, comparisons).
+USE_CONV_TF32 = True
+CONV_TF32_MIN_ROWS = 64
+
+
+@functools.lru_cache(maxsize=1024)
+def _conv_tf32_plan(geometry: Geometry, pass_name: str, index: str, multiprocessors: int, max_shared: int):
+    """(conv_wgmma_tf32 launch, phase records), or None where it cannot run
+    this pass (not one stride-1 record, no build for its taps, too little
+    shared memory).  One block per multiprocessor: every (group, output-
+    channel tile) combination gets the same number of blocks, each working
+    through its share of the (image, column tile) items."""
+    problem = _window_problem(geometry, pass_name, "float32", row_unit=4)
+    if problem is None:
+        return None
+    flat, fold, red_channels, out_channels, source4, out4 = problem
+    if len(flat) != 9 or fold != 1 or flat[2] != 1 or flat[4] != 1 or flat[5] != 0 or flat[6] != 1:
+        return None
+    layout = _kernels.conv_tf32_layout(flat, red_channels)
+    if layout is None or layout[3] > max_shared:
+        return None
+    vectors, raw_row, weight_blocks, shared = layout
+    count, out_base, _, in_base, _, _, _, taps, tap_in_step = flat
+    co_tiles = -(-out_channels // _kernels.CONV_TF32_ROWS)
+    combos = geometry.groups * co_tiles
+    items = source4[0] * -(-count // _kernels.CONV_TF32_POSITIONS)
+    per_combo = max(1, min(items, -(-multiprocessors // combos)))
+    scalars = (
+        _i32(source4[0]), _i32(geometry.groups), _i32(red_channels), _i32(_kernels.window_channels_padded(red_channels, "float32")),
+        _i32(out_channels), _i32(source4[3]), _i32(out4[3]), _i32(count), _i32(out_base), _i32(in_base), _i32(tap_in_step),
+        _i32(vectors), _i32(raw_row), _i32(weight_blocks), _i32(co_tiles), _i32(per_combo),
+    )  # fmt: skip
+    name = _kernels.conv_tf32_name(index, taps)
+    return _Launch("conv_tf32.cu", name, _blocks_for(combos * per_combo), _kernels.WGMMA_THREADS, scalars, shared), flat
+
+
+def _conv_tf32(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str) -> bool:
+    """Runs the pass with conv_wgmma_tf32 if it is routed (see USE_CONV_TF32); False if not."""
+    if not USE_CONV_TF32:
+        return False
+    rows = geometry.out_channels_per_group if pass_name == "forward" else geometry.in_channels_per_group
+    if rows <= CONV_TF32_MIN_ROWS and USE_CONV_TF32 != "anywhere":
+        return False
+    plan = _conv_tf32_plan(geometry, pass_name, index, _multiprocessors(), _max_shared())
+    if plan is None:
+        return False
+    packed = _window_weight(weight, geometry, pass_name, "float32", round_tf32=True)
+    _launch(plan[0], (source4, packed, bias, out4))
+    return True
+
+
 # conv_fold (perf notes v23) takes the 16-bit forward passes of stride 8 with
 # 9 to 16 taps, dilation 1 and one group on compute capability 9.0 (X2, a
 # vocoder's upsampling layer): one GEMM over (output channel, tap) rows and
@@ -767,6 +825,8 @@ def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, ind
     rows = _gemm_rows(geometry, pass_name) * (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
     max_shared = _max_shared()
     if USE_WGMMA and passes == 1 and _compute_capability() == 90:
+        if dtype == "float32" and _conv_tf32(source4, weight, bias, out4, geometry, pass_name, index):
+            return True
         if USE_RESIDENT and _resident(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
             return True
         if _wgmma(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):

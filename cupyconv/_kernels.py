@@ -248,7 +248,7 @@ class WgmmaTile(NamedTuple):
 
 
 WGMMA_THREADS = 256  # conv_wgmma.cu: two warpgroups
-SM90A_FILES = ("conv_wgmma.cu", "conv_fold.cu", "grad_weight_tf32.cu")  # built for sm_90a (wgmma) on compute capability 9.0
+SM90A_FILES = ("conv_wgmma.cu", "conv_fold.cu", "grad_weight_tf32.cu", "conv_tf32.cu")  # built for sm_90a (wgmma) on compute capability 9.0
 WGMMA_TILES = (WgmmaTile(128, 128), WgmmaTile(64, 256))
 WGMMA_CHUNKS = 4  # conv_wgmma.cu: 16-byte chunks of a channel slice
 WGMMA_STAGES = 3  # and its shared-memory buffers
@@ -325,6 +325,46 @@ def resident_copy_bytes(row_elements: int, dtype: str) -> Optional[int]:
 # registers ptxas spills a few epilogue values of the 128 x 128 tile's 16-bit
 # code too many; one block of it at 200-odd registers measured faster).
 RESIDENT_VARIANTS = ((WGMMA_TILES[0], 1), (WGMMA_TILES[1], 1), (WGMMA_TILES[1], 2))
+
+
+# conv_wgmma_tf32 (conv_tf32.cu): a float32 stride-1 correlation in TF32 with
+# the window as wgmma's register operand and the weight tile resident.  Its
+# builds, by tap count (TAPS: one fragment register set per tap); its block
+# (CT_POSITIONS columns x CT_ROWS output channels); its slices of CT_SLICE
+# channels, CT_BUFFERS raw window buffers, at most CT_MAX_TASKS 16-byte
+# copies a thread per slice; one (tap, 32-channel block) of the weight tile.
+CONV_TF32_TAPS = (2, 3, 4)
+CONV_TF32_POSITIONS = 128
+CONV_TF32_ROWS = 128
+CONV_TF32_SLICE = 16
+CONV_TF32_BUFFERS = 4
+CONV_TF32_MAX_TASKS = 4
+CONV_TF32_ATOM = CONV_TF32_ROWS * 128
+
+
+def conv_tf32_name(index: str, taps: int) -> str:
+    return f"conv_wgmma_tf32<{index}, {taps}>"
+
+
+def conv_tf32_layout(record: Tuple[int, ...], channels: int) -> Optional[Tuple[int, int, int, int]]:
+    """(window_vectors, raw_row, weight_blocks, shared-memory bytes) of
+    conv_wgmma_tf32 for one stride-1 phase record and its reduction
+    channels, or None where it has no build for the taps or its copies do
+    not cover the window.  A raw row holds a block's CONV_TF32_POSITIONS
+    columns, the taps' reach and up to 3 floats of alignment, in whole
+    vectors, rounded up to 8 more than a multiple of 32 floats (conflict-free
+    fragment loads); the weight tile is taps x weight_blocks atoms of 32
+    channels, then the bias tile (CONV_TF32_ROWS floats) and the buffers."""
+    taps, tap_in_step = record[7], record[8]
+    if taps not in CONV_TF32_TAPS:
+        return None
+    vectors = -(-(CONV_TF32_POSITIONS + 3 + (taps - 1) * abs(tap_in_step)) // 4)
+    if CONV_TF32_SLICE * vectors > CONV_TF32_MAX_TASKS * WGMMA_THREADS:
+        return None
+    raw_row = 4 * vectors + (8 - 4 * vectors) % 32
+    blocks = -(-channels // 32)
+    shared = taps * blocks * CONV_TF32_ATOM + CONV_TF32_ROWS * 4 + CONV_TF32_BUFFERS * CONV_TF32_SLICE * raw_row * 4
+    return vectors, raw_row, blocks, shared
 
 
 # conv_wgmma_resident's fill (perf notes v17): a forward pass of stride
@@ -1179,6 +1219,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                         names += [("conv_wgmma.cu", wgmma_x3_name(index, t, copy)) for t in WGMMA_TILES for copy in RESIDENT_COPY_BYTES]
                     if passes == 1:
                         names += [("conv_wgmma.cu", wgmma_name(dtype, index, t)) for t in WGMMA_TILES]
+                        names += [("conv_tf32.cu", conv_tf32_name(index, taps)) for taps in CONV_TF32_TAPS] if dtype == "float32" else []
                         names += [
                             ("conv_wgmma.cu", resident_name(dtype, index, t, b, copy, fill))
                             for t, b in RESIDENT_VARIANTS

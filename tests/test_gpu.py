@@ -342,10 +342,12 @@ def _is_hopper() -> bool:
 
 def _spy_wgmma(monkeypatch):
     """The passes (forward, grad_input) conv_wgmma ran (wherever it fits, not
-    only where its routing rule sends it; grad_input_phase off at stride 1)."""
+    only where its routing rule sends it; conv_wgmma_resident, conv_wgmma_tf32
+    and, at stride 1, grad_input_phase off)."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "USE_RESIDENT", False)
+    monkeypatch.setattr(_cuda, "USE_CONV_TF32", False)
     monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
     monkeypatch.setattr(_cuda, "WGMMA_MAX_ROWS", 1 << 30)
     monkeypatch.setattr(_cuda, "WGMMA_MIN_TAPS", 0)
@@ -354,7 +356,7 @@ def _spy_wgmma(monkeypatch):
 
 def _spy_resident(monkeypatch, multiprocessors=None):
     """The passes (forward, grad_input) conv_wgmma_resident ran (wherever it
-    fits).  With `multiprocessors`, its grid is sized for that many, so that
+    fits; conv_wgmma_tf32, routed ahead of it in "tf32", kept off).  With `multiprocessors`, its grid is sized for that many, so that
     each block works through many (image, column tile) items.  float32
     grad_input at stride 1 stays off grad_input_phase, which is routed ahead
     of it where one tile of input channels covers a group."""
@@ -362,6 +364,7 @@ def _spy_resident(monkeypatch, multiprocessors=None):
 
     monkeypatch.setattr(_cuda, "USE_RESIDENT", True)
     monkeypatch.setattr(_cuda, "USE_RESIDENT_ANYWHERE", True)
+    monkeypatch.setattr(_cuda, "USE_CONV_TF32", False)
     monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
     if multiprocessors is not None:
         monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
@@ -786,14 +789,15 @@ def test_wgmma_x3_row_copies(case, monkeypatch):
 # P1- and P2-like grad_input (batch 1) under the default thresholds: their
 # grad_output rows (L + 12 and L + 2 elements) are not whole 16-byte vectors
 # in 16-bit; conv_wgmma_resident copies them in 8- and 4-byte pieces.  P2's
-# float32 rows (L + 2) are not either: "tf32" takes conv_wgmma_resident and
-# "highest" conv_wgmma_x3, both in 8-byte pieces.
+# float32 rows (L + 2) are not either: "highest" takes conv_wgmma_x3 in 8-byte
+# pieces, "tf32" conv_wgmma_tf32 (whole vectors from the aligned one below
+# each window; copy None: it has no copy size).
 _GRAD_INPUT_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), dtype, "conv_wgmma_resident", 8) for dtype in ("float16", "bfloat16")
 ] + [
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), dtype, "conv_wgmma_resident", 4) for dtype in ("float16", "bfloat16")
 ] + [
-    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), "conv_wgmma_resident", 8),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), "conv_wgmma_tf32", None),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "highest"), "conv_wgmma_x3", 8),
 ]
 
@@ -820,7 +824,9 @@ def test_resident_grad_input_routing(problem, mode, kernel, copy, monkeypatch):
         output_mask=(True, False, False), precision=precision,
     )  # fmt: skip
     wgmma = [n for n in names if n.startswith("conv_wgmma")]
-    if _is_hopper():
+    if _is_hopper() and copy is None:
+        assert wgmma == [_kernels.conv_tf32_name("int", w_shape[2])], names
+    elif _is_hopper():
         prefix = f"{kernel}<int," if kernel == "conv_wgmma_x3" else f"{kernel}<{_kernels.CUDA_TYPE[dtype]}, int,"
         assert len(wgmma) == 1 and wgmma[0].startswith(prefix), names
         assert wgmma[0].endswith(f", {copy}>"), names
@@ -829,6 +835,82 @@ def test_resident_grad_input_routing(problem, mode, kernel, copy, monkeypatch):
     oracle = exact_backward(case, gy, x, w)[0]
     limit = {"float32": 2e-3 if precision == "tf32" else 1e-5, "float16": 2e-3, "bfloat16": 2e-2}[dtype]
     assert relative_error(cupy.asnumpy(gx).astype(numpy.float64), oracle) < limit
+
+
+# conv_wgmma_tf32: float32 "tf32", one stride-1 phase (forward and
+# grad_input), 2 to 4 taps.  Source rows of every alignment (forward: the
+# input's width; grad_input: the output's, in brackets), so that rows start
+# at every offset from a vector and windows straddle row starts; padding
+# beyond a vector, dilation (the taps' reach), output padding, channel tails
+# in the slices and in the 128-channel tile, two tiles, groups, rows shorter
+# than a vector, rows ending inside an item.
+CONV_TF32_CASES = [
+    Case("ct_p2like", 1, 2, 128, 128, (3,), (1000,)),  # 1000 (1002)
+    Case("ct_tails_d3", 1, 3, 72, 80, (3,), (1001,), padding=6, dilation=3),  # 1001 (995)
+    Case("ct_two_tiles", 1, 2, 64, 160, (2,), (301,), padding=1, output_padding=1, dilation=2),  # 301 (302)
+    Case("ct_g2", 1, 2, 128, 192, (3,), (263,), padding=1, groups=2, bias=False),  # 263 (263)
+    Case("ct_short_rows", 1, 9, 64, 72, (4,), (3,), padding=1),  # 3 (4)
+    Case("ct_d2_pad", 1, 2, 128, 96, (3,), (390,), padding=2, dilation=2),  # 390 (390): the largest weight tile, 4 x 3 atoms
+]
+
+
+def _spy_conv_tf32(monkeypatch, multiprocessors=None):
+    """The passes (forward, grad_input) conv_wgmma_tf32 ran (any number of
+    rows; grad_input_phase off at stride 1).  With `multiprocessors`, its
+    grid is sized for that many, so that each block works through many
+    items."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_CONV_TF32", "anywhere")
+    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    return _spy(monkeypatch, "_conv_tf32", lambda args: args[5])
+
+
+@pytest.mark.parametrize("multiprocessors", [None, 3])
+@pytest.mark.parametrize("case", CONV_TF32_CASES, ids=str)
+def test_conv_tf32_kernel(case, multiprocessors, monkeypatch):
+    """conv_wgmma_tf32's forward pass and grad_input in "tf32" against
+    float64, with the usual tolerance, in poisoned memory: both passes run on
+    it (on Hopper)."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_conv_tf32(monkeypatch, multiprocessors)
+    test_forward(case, ("float32", "tf32"))
+    test_backward(case, ("float32", "tf32"))
+    assert ran == ["forward", "grad_input"]
+
+
+@pytest.mark.parametrize("case", [c for c in CONV_TF32_CASES if c.name in ("ct_tails_d3", "ct_g2")], ids=str)
+def test_conv_tf32_64_bit_index(case, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_conv_tf32(monkeypatch, 3)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(case, ("float32", "tf32"))
+    test_backward(case, ("float32", "tf32"))
+    assert ran == ["forward", "grad_input"]
+
+
+def test_conv_tf32_is_not_for_other_problems(monkeypatch):
+    """conv_wgmma_tf32 declines what it has no build or record for: float32
+    "highest", 16-bit types, strided passes, 1 or 5 taps; the result against
+    float64 either way."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy_conv_tf32(monkeypatch)
+    cases = [
+        (CONV_TF32_CASES[0], ("float32", "highest")),
+        (CONV_TF32_CASES[0], ("float16", "highest")),
+        (Case("ct_s2", 1, 2, 32, 136, (4,), (200,), stride=2, padding=1), ("float32", "tf32")),
+        (Case("ct_k1", 1, 2, 32, 136, (1,), (200,)), ("float32", "tf32")),
+        (Case("ct_k5", 1, 2, 32, 136, (5,), (200,)), ("float32", "tf32")),
+    ]
+    for case, mode in cases:
+        test_forward(case, mode)
+        test_backward(case, mode)
+    assert ran == []
 
 
 # grad_weight_wgmma: 16-bit, stride 1, input rows of whole 16-byte vectors,
@@ -1999,9 +2081,9 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
 
 # Benchmark-like shapes (batch 1) under the default thresholds, and the wgmma
 # kernel each takes: conv_wgmma_resident for one-phase passes whose rows fit
-# one row tile (P1-like in every mode, P2-like in 16-bit), or two in tf32
-# (P2-like) and, through its fill, for P4-like ones (stride 2, dilation 2) in
-# tf32 and 16-bit.  float32 "highest" takes
+# one row tile (P1-like in every mode, P2-like in 16-bit) and, through its
+# fill, for P4-like ones (stride 2, dilation 2) in tf32 and 16-bit;
+# conv_wgmma_tf32 for P2-like ones in tf32 (128 rows).  float32 "highest" takes
 # conv_wgmma_x3 where its row rule sends it (P1-, P2-, X2-like; not X3-like,
 # 16384 rows, nor P4-like, whose fill runs on conv_window).  X2-like in
 # 16-bit takes conv_fold.
@@ -2013,7 +2095,7 @@ _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), "conv_wgmma_resident"),
     (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "highest"), None),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float16", "highest"), "conv_wgmma_resident"),
-    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), "conv_wgmma_resident"),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), "conv_wgmma_tf32"),
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), "conv_wgmma_x3"),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "highest"), "conv_wgmma_x3"),
     (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "highest"), "conv_wgmma_x3"),

@@ -155,6 +155,31 @@ def test_grad_weight_tf32_compiles_for_sm_90a_without_spills():
     assert not spilled, f"spills: {spilled}"
 
 
+def test_conv_tf32_compiles_for_sm_90a_without_spills():
+    """conv_wgmma_tf32 (built for sm_90a) keeps its accumulators and both
+    register sets of A fragments in registers: no spills, no serialized
+    wgmma (ptxas serialized every one while a path into a stage could leave
+    that stage's own register set in flight); and the host's copies of its
+    constants."""
+    import re
+
+    text = _kernels.source("conv_tf32.cu")
+    found = dict(re.findall(r"constexpr int (CT_\w+) = (\d+);", text))
+    assert int(found["CT_THREADS"]) == _kernels.WGMMA_THREADS
+    for name in ("POSITIONS", "ROWS", "SLICE", "MAX_TASKS"):
+        assert int(found[f"CT_{name}"]) == getattr(_kernels, f"CONV_TF32_{name}"), name
+    assert "CT_BUFFERS = CT_AHEAD + 1;" in text and int(found["CT_AHEAD"]) + 1 == _kernels.CONV_TF32_BUFFERS
+    assert "CT_ATOM = CT_ROWS * 128;" in text and _kernels.CONV_TF32_ATOM == _kernels.CONV_TF32_ROWS * 128
+    names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_tf32.cu"]
+    assert len(names) == len(_kernels.INDEX_TYPES) * len(_kernels.CONV_TF32_TAPS)
+    log, lowered = _compile_sm_90a("conv_tf32.cu", names)
+    assert "C7514" not in log and "C7510" not in log and "serialized" not in log, log
+    reports = _spill_stores(log)
+    assert set(reports) == set(lowered)
+    spilled = [(lowered[m], spill) for m, spill in reports.items() if spill > 0]
+    assert not spilled, f"spills: {spilled}"
+
+
 def test_conv_fold_constants_match_the_host():
     import re
 
