@@ -625,6 +625,9 @@ def _conv_tf32_plan(geometry: Geometry, pass_name: str, index: str, multiprocess
     if layout is None or layout[3] > max_shared:
         return None
     vectors, raw_row, weight_blocks, shared = layout
+    # its copy offsets (a slice's rows) and source row indices are 32-bit
+    if _kernels.CONV_TF32_SLICE * source4[3] + 4 * vectors > _kernels.INT32_LIMIT or source4[0] * source4[1] > _kernels.INT32_LIMIT:
+        return None
     count, out_base, _, in_base, _, _, _, taps, tap_in_step = flat
     co_tiles = -(-out_channels // _kernels.CONV_TF32_ROWS)
     combos = geometry.groups * co_tiles

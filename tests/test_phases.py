@@ -1387,3 +1387,26 @@ def test_wgmma_grad_input_computes_the_correlation(case, dtype):
     )  # fmt: skip
     assert (writes == 1).all()
     numpy.testing.assert_allclose(out, _torch_grads(x, w, gy, geometry)[0], rtol=1e-12, atol=1e-12)
+
+
+def test_conv_tf32_plans():
+    """conv_wgmma_tf32's plans on the host (no GPU): P2's passes fit the
+    H100's 232,448 bytes of shared memory with one block per multiprocessor;
+    what it has no build, record or room for gets no plan (5 taps, a stride,
+    a weight tile over the shared memory, rows too long for its 32-bit copy
+    offsets)."""
+    from cupyconv import _cuda
+
+    def plan(x_shape, w_shape, pass_name="forward", **kwargs):
+        kw = dict(stride=1, padding=0, output_padding=0, groups=1, dilation=1) | kwargs
+        g = _geometry.make_geometry(1, x_shape, w_shape, None, kw["stride"], kw["padding"], kw["output_padding"], kw["groups"], kw["dilation"])
+        return _cuda._conv_tf32_plan(g, pass_name, "int", 132, 232448)
+
+    for pass_name in ("forward", "grad_input"):
+        launch, flat = plan((64, 128, 65536), (128, 128, 3), pass_name)
+        assert launch.name == _kernels.conv_tf32_name("int", 3)
+        assert launch.blocks == 132 and launch.shared == 231936 and len(flat) == 9
+    assert plan((4, 128, 4096), (128, 128, 5)) is None
+    assert plan((4, 128, 4096), (128, 128, 4), stride=2, padding=1) is None
+    assert plan((4, 256, 4096), (256, 128, 3)) is None
+    assert plan((1, 128, 1 << 27), (128, 128, 3)) is None
