@@ -602,8 +602,11 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
 # of conv_wgmma_resident, where their output channels are more than
 # CONV_TF32_MIN_ROWS a group: there conv_wgmma_resident's 128-row weight
 # tile does not fit (P2), and it splits the rows over two blocks that each
-# transpose the same windows.  False keeps it off; "anywhere" lifts the row
-# rule (tests, comparisons).
+# transpose the same windows: P2's forward pass 3.16 -> 2.25-2.45 ms, its
+# grad_input 2.86 -> 2.3-2.5 (perf notes v28).  Where it declines (5 or more
+# taps, a weight tile over the shared memory), conv_wgmma_resident's
+# RESIDENT_TF32_ROW_TILES rule still applies.  False keeps it off; "anywhere"
+# lifts the row rule (tests, comparisons).
 USE_CONV_TF32 = True
 CONV_TF32_MIN_ROWS = 64
 
@@ -1330,8 +1333,8 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     strided 1D problems whose taps land on one phase of grad_output run
     grad_input_phase.  Others run
     grad_input as a GEMM (conv_gemm/conv_mma, or the window kernels for large
-    stride-1 1D problems on tensor cores: on Hopper conv_wgmma_resident where
-    routed) and grad_weight as a split-K GEMM (on tensor cores where the
+    stride-1 1D problems on tensor cores: on Hopper conv_wgmma_tf32 or
+    conv_wgmma_resident where routed) and grad_weight as a split-K GEMM (on tensor cores where the
     forward pass uses them; on Hopper grad_weight_wgmma for large stride-1 1D
     float16/bfloat16 problems of up to 8 taps; grad_weight_window for large
     1D float16/bfloat16 problems with a power-of-two stride;
