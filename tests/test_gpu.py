@@ -356,8 +356,9 @@ def _spy_wgmma(monkeypatch):
 
 def _spy_resident(monkeypatch, multiprocessors=None):
     """The passes (forward, grad_input) conv_wgmma_resident ran (wherever it
-    fits; conv_wgmma_tf32, routed ahead of it in "tf32", kept off).  With `multiprocessors`, its grid is sized for that many, so that
-    each block works through many (image, column tile) items.  float32
+    fits; conv_wgmma_tf32, routed ahead of it in "tf32", kept off).  With
+    `multiprocessors`, its grid is sized for that many, so that each block
+    works through many (image, column tile) items.  float32
     grad_input at stride 1 stays off grad_input_phase, which is routed ahead
     of it where one tile of input channels covers a group."""
     from cupyconv import _cuda
