@@ -1759,11 +1759,16 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     return True
 
 
-# grad_weight_wgmma_tf32 takes float32 stride-1 1D grad_weight in both
-# tensor-core modes on compute capability 9.0 where it applies and a group
-# has at least GRAD_WEIGHT_TF32_MIN_CHANNELS input and output channels (its
-# block is 128 output x 64 input channels).  False keeps grad_weight_phase or
-# grad_weight_mma there.
+# grad_weight_wgmma_tf32 takes float32 1D grad_weight in both tensor-core
+# modes on compute capability 9.0 where it applies and a group has at least
+# GRAD_WEIGHT_TF32_MIN_CHANNELS input and output channels (its block is 128
+# rows -- output channels, or in fold mode (strides) (output channel, tap)
+# pairs -- x 64 input channels): stride 1 in tap mode, ahead of
+# grad_weight_phase; strided in fold mode, ahead of grad_weight_taps in
+# 3xTF32 only (H100, ms, fold against taps: X2 3.99-4.12 against 5.89-6.02
+# in "highest", 2.74-2.79 against 2.45-2.50 in "tf32"; where taps does not
+# apply, fold beat grad_weight_mma in both modes; perf notes v29).  False
+# keeps grad_weight_taps, grad_weight_phase or grad_weight_mma there.
 USE_GRAD_WEIGHT_TF32 = True
 GRAD_WEIGHT_TF32_MIN_CHANNELS = 64
 
@@ -1776,12 +1781,11 @@ def _grad_weight_tf32_plan(geometry: Geometry, index: str, passes: int, multipro
     channel tile, input-channel tile) combinations times enough splits of the
     (image, 64-position chunk) items to fill them."""
     layout = _kernels.grad_weight_tf32_layout(geometry, "float32", passes)
-    if layout is None or layout[3] > max_shared:
+    if layout is None or layout.shared > max_shared:
         return None
-    taps, vectors, raw_row, shared, copy = layout
     channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
     batch, _, _, in_w = geometry.input_shape4
-    co_tiles = -(-out_channels // _kernels.GRAD_WEIGHT_TF32_ROWS)
+    co_tiles = -(-out_channels // layout.tile_co)
     ci_tiles = -(-channels // _kernels.GRAD_WEIGHT_TF32_COLUMNS)
     items = batch * -(-in_w // _kernels.GRAD_WEIGHT_TF32_POSITIONS)
     independent = co_tiles * ci_tiles * geometry.groups
@@ -1792,11 +1796,11 @@ def _grad_weight_tf32_plan(geometry: Geometry, index: str, passes: int, multipro
         return None
     scalars = (
         _i32(batch), _i32(geometry.groups), _i32(channels), _i32(out_channels), _i32(in_w), _i32(geometry.output_shape4[3]),
-        _i32(geometry.kernel[1]), _i32(geometry.padding[1]), _i32(geometry.dilation[1]), _i32(vectors), _i32(raw_row),
-        _i32(per_split), _i32(co_tiles), _i32(ci_tiles),
+        _i32(geometry.kernel[1]), _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(geometry.dilation[1]),
+        _i32(layout.vectors), _i32(layout.raw_row), _i32(per_split), _i32(co_tiles), _i32(ci_tiles),
     )  # fmt: skip
-    name = _kernels.grad_weight_tf32_name(index, taps, passes, copy)
-    partial = _Launch("grad_weight_tf32.cu", name, _blocks_for(independent * splits), _kernels.WGMMA_THREADS, scalars, shared)
+    name = _kernels.grad_weight_tf32_name(index, layout.taps, passes, layout.copy, layout.fold)
+    partial = _Launch("grad_weight_tf32.cu", name, _blocks_for(independent * splits), _kernels.WGMMA_THREADS, scalars, layout.shared)
     count = math.prod(geometry.weight_shape4)
     return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan("float32", count, splits, multiprocessors)
 
@@ -1888,19 +1892,20 @@ def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: in
 
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
-    forward pass uses them too -- grad_weight_taps, grad_weight_wgmma,
-    grad_weight_window, grad_weight_wgmma_tf32 or grad_weight_phase where
-    they apply, else
-    grad_weight_mma; else CUDA cores with double sums."""
+    forward pass uses them too -- grad_weight_wgmma_tf32 (3xTF32),
+    grad_weight_taps, grad_weight_wgmma, grad_weight_window,
+    grad_weight_wgmma_tf32 (TF32) or grad_weight_phase where they apply,
+    else grad_weight_mma; else CUDA cores with double sums."""
     dtype = _geometry.dtype_name(gy4.dtype)
     passes = _passes(dtype, precision, geometry, "grad_weight")
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
     if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:  # empty batch: the sum over nothing
         grad[...] = 0
     elif grad.size and not (
-        (passes and _grad_weight_taps(gy4, x4, grad, geometry, dtype, passes))
+        (passes == 3 and _grad_weight_tf32(gy4, x4, grad, geometry, dtype, passes))
+        or (passes and _grad_weight_taps(gy4, x4, grad, geometry, dtype, passes))
         or (passes == 1 and (_grad_weight_wgmma(gy4, x4, grad, geometry, dtype) or _grad_weight_window(gy4, x4, grad, geometry, dtype)))
-        or (passes and _grad_weight_tf32(gy4, x4, grad, geometry, dtype, passes))
+        or (passes == 1 and _grad_weight_tf32(gy4, x4, grad, geometry, dtype, passes))
         or (passes and _grad_weight_phase(gy4, x4, grad, geometry, dtype, passes))
     ):
         multiprocessors = _multiprocessors()

@@ -1163,11 +1163,13 @@ def test_grad_weight_phase_routing(monkeypatch):
     _check_phase_routing(monkeypatch, "_grad_weight_phase", (False, True, False), shapes, 5)
 
 
-# grad_weight_wgmma_tf32: float32, stride 1, input rows of whole 16-byte
-# vectors, up to 3 taps, groups of at least 64 input and output channels;
-# grad_output rows of every copy size (the comment's out width), padding,
-# dilation, channel tails in both tiles, groups, rows of positions that end
-# inside a 64-position item.
+# grad_weight_wgmma_tf32: float32, input rows of whole 16-byte vectors,
+# groups of at least 64 input and output channels; tap mode stride 1 and up
+# to 3 taps, fold mode strided; grad_output rows of every copy size (the
+# comment's out width), padding, dilation, output padding, channel tails in
+# both tiles, groups, rows of positions that end inside a 64-position item;
+# in fold mode a warp's rows over one output channel (16 taps) or two, and
+# rows past the tile's taps (K 5: 125 of 128).
 GRAD_WEIGHT_TF32_CASES = [
     Case("gwt_p2like", 1, 2, 128, 128, (3,), (1000,)),  # out 1002: 8-byte copies, 1 x 2 tiles
     Case("gwt_tails_pad", 1, 3, 72, 136, (3,), (520,), padding=2, dilation=2),  # out 520: 16-byte copies, 2 x 2 tiles with tails
@@ -1175,6 +1177,9 @@ GRAD_WEIGHT_TF32_CASES = [
     Case("gwt_k1", 1, 2, 64, 64, (1,), (200,)),  # out 200
     Case("gwt_op", 1, 2, 64, 80, (3,), (136,), padding=1, output_padding=1, dilation=2),  # out 139
     Case("gwt_odd_rows", 1, 2, 64, 64, (3,), (130,)),  # input rows of 130 floats: not this kernel
+    Case("gwt_fold_x2like", 1, 2, 64, 72, (16,), (200,), stride=8, padding=4),  # out 1600: 16-byte copies, 9 co tiles of 8
+    Case("gwt_fold_tails", 1, 2, 72, 90, (5,), (136,), stride=2, padding=3, output_padding=1, dilation=2),  # out 274: 8-byte copies
+    Case("gwt_fold_g2", 1, 2, 128, 128, (8,), (100,), stride=4, padding=2, output_padding=3, groups=2, bias=False),  # out 403: 4-byte
 ]
 
 
@@ -1203,7 +1208,9 @@ def test_grad_weight_tf32_kernel(case, mode, monkeypatch):
 
 
 @pytest.mark.parametrize("multiprocessors", [1, 4096], ids=["long_splits", "one_item_splits"])
-@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_tails_pad", "gwt_g2")], ids=str)
+@pytest.mark.parametrize(
+    "case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_tails_pad", "gwt_g2", "gwt_fold_x2like", "gwt_fold_tails")], ids=str
+)
 def test_grad_weight_tf32_splits_and_64_bit_index(case, multiprocessors, monkeypatch):
     """Blocks that sum many items, or one each, with 64-bit indices."""
     if not _is_hopper():
@@ -1215,7 +1222,7 @@ def test_grad_weight_tf32_splits_and_64_bit_index(case, multiprocessors, monkeyp
 
 
 @pytest.mark.parametrize("precision", ["highest", "tf32"])
-@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_g2")], ids=str)
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_g2", "gwt_fold_g2")], ids=str)
 def test_grad_weight_tf32_is_bitwise_deterministic(case, precision, monkeypatch):
     """Several splits summed by sum_splits in order: the same bits on every run."""
     if not _is_hopper():
@@ -1228,11 +1235,19 @@ def test_grad_weight_tf32_is_bitwise_deterministic(case, precision, monkeypatch)
 def test_grad_weight_tf32_routing(monkeypatch):
     """On Hopper, float32 P2-like problems (stride 1, 128 channels) take
     grad_weight_wgmma_tf32 in both tensor-core modes at the default size
-    rule; P1-like ones (32 input channels), strided ones and 16-bit types do
-    not."""
+    rule, X2-like ones (stride 8, 16 taps) in "highest" only (ahead of
+    grad_weight_taps, which keeps "tf32"), H4-like ones (stride 2, where
+    grad_weight_taps does not apply) in both; P1- and P4-like ones (32 input
+    channels) and 16-bit types do not."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    shapes = [(_PHASE_P2, True), (_PHASE_P1, False), (_PHASE_P4, False)]
+    shapes = [
+        (_PHASE_P2, True),
+        (Case("x2", 1, 2, 128, 64, (16,), (512,), stride=8, padding=4), ("highest",)),
+        (Case("h4", 1, 2, 128, 64, (4,), (4096,), stride=2, padding=1), True),
+        (_PHASE_P1, False),
+        (_PHASE_P4, False),
+    ]
     _check_phase_routing(monkeypatch, "_grad_weight_tf32", (False, True, False), shapes, 7)
 
 

@@ -143,10 +143,10 @@ def _check_asynchronous_without_spills(filename, names):
 
 
 def test_grad_weight_tf32_compiles_for_sm_90a_without_spills():
-    """grad_weight_wgmma_tf32 (built for sm_90a) keeps its accumulators, the
-    fresh group accumulator and the register-held A fragments of a group in
-    registers: no spills, no serialized wgmma; and the host's copies of its
-    constants."""
+    """grad_weight_wgmma_tf32 (built for sm_90a, tap and fold modes) keeps its
+    accumulators, the fresh group accumulator and the register-held A
+    fragments of a group in registers: no spills, no serialized wgmma; and
+    the host's copies of its constants."""
     import re
 
     text = _kernels.source("grad_weight_tf32.cu")
@@ -157,7 +157,8 @@ def test_grad_weight_tf32_compiles_for_sm_90a_without_spills():
     assert int(found["GWT_COLUMNS"]) == _kernels.GRAD_WEIGHT_TF32_COLUMNS
     assert "GWT_RAW_BUFFERS = GWT_AHEAD + 1;" in text and int(found["GWT_AHEAD"]) + 1 == _kernels.GRAD_WEIGHT_TF32_RAW_BUFFERS
     names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_weight_tf32.cu"]
-    per_index = len(_kernels.GRAD_WEIGHT_TF32_TAPS) * len(_kernels.GRAD_WEIGHT_TF32_PASSES) * len(_kernels.RESIDENT_COPY_BYTES)
+    builds = len(_kernels.GRAD_WEIGHT_TF32_TAPS) + 1  # tap mode's, and fold mode's one
+    per_index = builds * len(_kernels.GRAD_WEIGHT_TF32_PASSES) * len(_kernels.RESIDENT_COPY_BYTES)
     assert len(names) == len(_kernels.INDEX_TYPES) * per_index
     _check_asynchronous_without_spills("grad_weight_tf32.cu", names)
 

@@ -1410,3 +1410,32 @@ def test_conv_tf32_plans():
     assert plan((4, 128, 4096), (128, 128, 4), stride=2, padding=1) is None
     assert plan((4, 256, 4096), (256, 128, 3)) is None
     assert plan((1, 128, 1 << 27), (128, 128, 3)) is None
+
+
+def test_grad_weight_tf32_plans():
+    """grad_weight_wgmma_tf32's plans on the host (no GPU): tap mode for
+    stride 1 (P2: 128 output channels a block, an accumulator a tap), fold
+    mode for strides (X2: 8 output channels x 16 taps a block, the stride in
+    the window); no plan for odd input rows, stride-1 kernels over its tap
+    builds, or strided ones over its fold limit."""
+    from cupyconv import _cuda
+
+    def plan(x_shape, w_shape, passes=3, **kwargs):
+        kw = dict(stride=1, padding=0, output_padding=0, groups=1, dilation=1) | kwargs
+        g = _geometry.make_geometry(1, x_shape, w_shape, None, kw["stride"], kw["padding"], kw["output_padding"], kw["groups"], kw["dilation"])
+        return _cuda._grad_weight_tf32_plan(g, "int", passes, 132, 232448)
+
+    launch, workspace, _ = plan((64, 128, 65536), (128, 128, 3), padding=1)
+    assert launch.name == _kernels.grad_weight_tf32_name("int", 3, 3, 16) and launch.name.endswith(", false>")  # out 65536
+    assert launch.blocks == 132 and workspace[1:] == (128, 128, 1, 3)
+    for passes in (1, 3):
+        launch, workspace, _ = plan((16, 512, 4096), (512, 256, 16), passes, stride=8, padding=4)
+        assert launch.name == _kernels.grad_weight_tf32_name("int", 1, passes, 16, True) and launch.name.endswith(", true>")
+        assert launch.blocks == 256 and workspace == (1, 512, 256, 1, 16)  # 32 co tiles x 8 ci tiles
+        layout = _kernels.grad_weight_tf32_layout(_geometry.make_geometry(1, (16, 512, 4096), (512, 256, 16), None, 8, 4, 0, 1, 1), "float32", passes)
+        assert layout.fold and layout.tile_co == 8 and layout.vectors == 130  # 8 * 63 + 16 positions
+        assert launch.shared == layout.shared <= 232448
+    assert plan((4, 128, 4098), (128, 128, 3)) is None
+    assert plan((4, 128, 4096), (128, 128, 5)) is None
+    assert plan((4, 128, 4096), (128, 64, 65), stride=8) is None
+    assert plan((4, 128, 4096), (128, 64, 64), stride=8) is not None

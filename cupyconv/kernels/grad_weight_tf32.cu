@@ -1,13 +1,20 @@
-// grad_weight_wgmma_tf32: float32 grad_weight of a stride-1 1D problem on
-// Hopper's wgmma, in TF32 (PASSES 1) or 3xTF32 (PASSES 3, float32-accurate).
+// grad_weight_wgmma_tf32: float32 grad_weight of a 1D problem on Hopper's
+// wgmma, in TF32 (PASSES 1) or 3xTF32 (PASSES 3, float32-accurate).
 //
-// Per tap t, D_t[co][ci] = sum over (n, l) of gy[n, co, l - padding +
-// t * dilation] * x[n, ci, l]: rows the output channels (M), columns the
-// input channels (N), the reduction the input positions, split across blocks
-// as grad_weight_wgmma's: block (split, group, co tile, ci tile) sums items
-// first .. first + per_split of (image n, GWT_POSITIONS positions) and writes
-// its tile, every tap, as doubles to workspace[split]; sum_splits adds the
-// splits in order (bitwise repeatable).
+// Tap mode (FOLD false, stride 1): per tap t, D_t[co][ci] = sum over (n, l)
+// of gy[n, co, l - padding + t * dilation] * x[n, ci, l]: rows the output
+// channels (M), columns the input channels (N), the reduction the input
+// positions, one accumulator a tap.
+// Fold mode (FOLD true, any stride; X2's vocoder layer): D[(co, t)][ci] = sum
+// over (n, l) of gy[n, co, stride * l - padding + t * dilation] * x[n, ci, l]:
+// the rows are (output channel, tap) pairs, tile_co = GWT_ROWS / kernel_w
+// output channels of all their taps, one accumulator.  (In tap mode a stride
+// would need a window a tap; in fold mode a tap is a row's offset.)
+// Either way the reduction is split across blocks as grad_weight_wgmma's:
+// block (split, group, co tile, ci tile) sums items first .. first +
+// per_split of (image n, GWT_POSITIONS positions) and writes its tile, every
+// tap, as doubles to workspace[split]; sum_splits adds the splits in order
+// (bitwise repeatable).
 //
 // TF32 wgmma reads only K-major operands from shared memory, and tap t's
 // grad_output is the window moved by t * dilation floats: 4 bytes, not the
@@ -19,16 +26,18 @@
 // as mma.sync's kernels do.  x is B, K-major exactly as stored, split once
 // per item into hi and lo tiles.
 //
-// Block: two warpgroups, GWT_ROWS = 128 output channels (64 each) x
-// GWT_COLUMNS = 64 input channels; blocks of one split and co tile over the
-// ci tiles are neighbours, so they read the same grad_output at about the
-// same time (L2).  Per item:
-//   * gy: 128 rows of the window (positions window_first .. window_first +
-//     4 window_vectors; window_first = l0 - padding - shift0, a multiple of
-//     4), by cp.async of COPY bytes (grad_output rows of out_w floats need not
-//     be whole vectors) into raw rows raw_row bytes apart (raw_row / 4 is 4
-//     more than a multiple of 8: the 8 rows x 4 columns of a fragment load
-//     fall in 32 distinct banks), GWT_AHEAD items ahead.
+// Block: two warpgroups, GWT_ROWS = 128 rows (64 each) x GWT_COLUMNS = 64
+// input channels; blocks of one split and co tile over the ci tiles are
+// neighbours, so they read the same grad_output at about the same time (L2).
+// Per item:
+//   * gy: the tile's tile_co rows of the window (positions window_first ..
+//     window_first + 4 window_vectors; window_first = stride * l0 - padding -
+//     shift0, a multiple of 4), by cp.async of COPY bytes (grad_output rows of
+//     out_w floats need not be whole vectors) into raw rows raw_row bytes
+//     apart, GWT_AHEAD items ahead.  Tap mode: raw_row / 4 is 4 more than a
+//     multiple of 8, so the 8 rows x 4 columns of a fragment load fall in 32
+//     distinct banks.  Fold mode: a warp's rows are taps of one or two output
+//     channels (X2: 16 taps, stride 8: banks 8 t4 + g, distinct).
 //   * x: 64 rows x 64 positions by 16-byte cp.async one item ahead, straight
 //     into the hi part of an x buffer in the 128-byte-swizzled K-major layout
 //     (two atoms of 32 positions: channel r's chunk c at h * 8 KB + r * 128 +
@@ -36,27 +45,30 @@
 //     to TF32 in place and, for 3xTF32, stores the remainders (lo) in the
 //     buffer's second half.  (Through registers instead, the copies' 16
 //     registers were the ones the pipelined MMAs below needed.)
-// MMAs: wgmma.m64n64k8 (A from registers).  The tensor core truncates as it
+// MMAs: wgmma.m64n64k8 (A from registers), in groups of CHAIN k-steps; two
+// fragment register sets alternate, so that a group's MMAs run while the
+// next one's fragments load (item_mmas).  The tensor core truncates as it
 // adds into its accumulator, which biases a long sum (mma.cuh, MmaOp<float,
-// 3>); so each group of CHAIN k-steps of one tap goes into a fresh
-// accumulator, added to the tap's sum with FADDs once the group is done.  Two
-// fresh accumulators and two fragment register sets alternate, so that a
-// group's MMAs run while the one before is added and the next one's
-// fragments load (item_mmas).  CHAIN (_kernels.GRAD_WEIGHT_TF32_CHAIN): in
-// 3xTF32 a short sum's error grows with it (2.4e-7 at 4 k-steps on a sum of
-// 400 products, over twice cuDNN's 8.7e-8; within at 2), a long sum's falls
-// (fewer FADDs: P2 1.6e-6 at 1, 1.1e-6 at 2, 8.3e-7 at 4; perf notes v27).
+// 3>).  In 3xTF32 each group of one tap goes into a fresh accumulator (two
+// alternate), added to the tap's sum with FADDs once the group is done.
+// CHAIN (_kernels.GRAD_WEIGHT_TF32_CHAIN): a short sum's error grows with it
+// (2.4e-7 at 4 k-steps on a sum of 400 products, over twice cuDNN's 8.7e-8;
+// within at 2), a long sum's falls (fewer FADDs: P2 1.6e-6 at 1, 1.1e-6 at
+// 2, 8.3e-7 at 4; perf notes v27).  TF32's own rounding (2^-11) dwarfs the
+// bias, so its MMAs add straight into the tap's sum: P2 3.3e-4 against 2.9e-4
+// with fresh accumulators (cuDNN 9.6e-4), 2% faster, 196 registers, not 251
+// (perf notes v29).
 //
-// Requirements checked by the host: compute capability 9.0 (sm_90a), stride
-// 1, in_w a multiple of 4, out_w a multiple of COPY / 4, kernel_w <=
-// MAX_TAPS, 16-byte-aligned x and gy.
+// Requirements checked by the host: compute capability 9.0 (sm_90a), in_w a
+// multiple of 4, out_w a multiple of COPY / 4, 16-byte-aligned x and gy; tap
+// mode stride 1 and kernel_w <= MAX_TAPS, fold mode kernel_w <= GWT_ROWS.
 #include "common.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
 
 constexpr int GWT_THREADS = 256;     // two warpgroups
 constexpr int GWT_POSITIONS = 64;    // reduction positions per item
-constexpr int GWT_ROWS = 128;        // output channels per block
+constexpr int GWT_ROWS = 128;        // rows per block (tap mode: output channels)
 constexpr int GWT_COLUMNS = 64;      // input channels per block
 constexpr int GWT_AHEAD = 2;         // items whose grad_output is loaded ahead of the one in use
 constexpr int GWT_RAW_BUFFERS = GWT_AHEAD + 1;
@@ -64,14 +76,16 @@ constexpr int GWT_RAW_BUFFERS = GWT_AHEAD + 1;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Group f's A fragments (CHAIN k-steps of tap f / groups, from position
 // (f % groups) * CHAIN * 8 of the window moved t * dilation): hi, and lo for
-// 3xTF32.  window: this thread's row g at column t4 + shift0; its row g + 8
-// is rows8 floats on.
+// 3xTF32.  window: this thread's row g at its column t4; its row g + 8 is
+// rows8 floats on; a position is `step` floats (the stride; 1 in tap mode).
 template <int PASSES, int CHAIN>
-__device__ __forceinline__ void load_fragments(unsigned (&a)[CHAIN][2][4], const float* window, int t, int q, int dilation, int rows8) {
-    const float* const src = window + t * dilation + q * CHAIN * 8;
+__device__ __forceinline__ void load_fragments(unsigned (&a)[CHAIN][2][4], const float* window, int t, int q, int dilation, int rows8,
+                                               int step) {
+    const float* const src = window + t * dilation + q * CHAIN * 8 * step;
 #pragma unroll
     for (int s = 0; s < CHAIN; ++s) {
-        const float v[4] = {src[8 * s], src[rows8 + 8 * s], src[8 * s + 4], src[rows8 + 8 * s + 4]};
+        const float* const k = src + 8 * s * step;
+        const float v[4] = {k[0], k[rows8], k[4 * step], k[rows8 + 4 * step]};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             a[s][0][e] = to_tf32(v[e]);
@@ -82,28 +96,30 @@ __device__ __forceinline__ void load_fragments(unsigned (&a)[CHAIN][2][4], const
 
 // One warpgroup's MMAs of an item: for each tap t < taps (the recursion picks
 // the count as a constant, so the sequence is straight-line code) and each
-// group q of CHAIN k-steps, wgmma.m64n64k8 into a fresh accumulator
-// part[f % 2] (f = t * groups + q), added to acc[t] once the next group is
-// issued and this one is done (wait_group 1); the next group's fragments
-// load meanwhile into the other register set.  B: the item's x tile (hi,
+// group q of CHAIN k-steps (f = t * groups + q), wgmma.m64n64k8 into acc[t]
+// (TF32) or into a fresh accumulator part[f % 2] added to acc[t] once the
+// next group is issued and this one is done (3xTF32; wait_group 1); the next
+// group's fragments load meanwhile into the other register set.  B: the item's x tile (hi,
 // then lo GWT_POSITIONS * GWT_COLUMNS * 4 bytes on), K-major, 128-byte
 // swizzled: 32 positions (a row of 128 bytes) an atom, 8-channel groups 1024
 // bytes apart, a k-step 32 bytes along the rows.
 template <int PASSES, int CHAIN, int MAX_TAPS, int N = MAX_TAPS, typename First, typename Last>
 __device__ __forceinline__ void item_mmas(float (&acc)[MAX_TAPS][32], float (&part)[2][32], int taps, const float* window, int dilation,
-                                          int rows8, unsigned x_tile, First&& after_first, Last&& after_last) {
+                                          int rows8, int step, unsigned x_tile, First&& after_first, Last&& after_last) {
     if constexpr (N > 1) {
         if (taps < N) {
-            item_mmas<PASSES, CHAIN, MAX_TAPS, N - 1>(acc, part, taps, window, dilation, rows8, x_tile, after_first, after_last);
+            item_mmas<PASSES, CHAIN, MAX_TAPS, N - 1>(acc, part, taps, window, dilation, rows8, step, x_tile, after_first, after_last);
             return;
         }
     }
     constexpr int GROUPS = GWT_POSITIONS / 8 / CHAIN, F = N * GROUPS;
     constexpr int X_PART = GWT_POSITIONS * GWT_COLUMNS * 4;
     unsigned a[2][CHAIN][2][4];
-    load_fragments<PASSES, CHAIN>(a[0], window, 0, 0, dilation, rows8);
+    load_fragments<PASSES, CHAIN>(a[0], window, 0, 0, dilation, rows8, step);
 #pragma unroll
     for (int f = 0; f < F; ++f) {
+        // TF32 adds straight into the tap's sum; 3xTF32 into a fresh accumulator, added with FADDs.
+        float(&d)[32] = PASSES == 1 ? acc[f / GROUPS] : part[f % 2];
         wgmma_fence();
 #pragma unroll
         for (int s = 0; s < CHAIN; ++s) {
@@ -112,40 +128,48 @@ __device__ __forceinline__ void item_mmas(float (&acc)[MAX_TAPS][32], float (&pa
             const unsigned long long b_hi = wgmma_descriptor_fields(16, 1024, true) | ((address >> 4) & 0x3FFF);
             if constexpr (PASSES == 3) {
                 const unsigned long long b_lo = b_hi + (X_PART >> 4);
-                wgmma_m64n64k8_tf32_rs(part[f % 2], a[f % 2][s][1], b_hi, s > 0);
-                wgmma_m64n64k8_tf32_rs(part[f % 2], a[f % 2][s][0], b_lo, 1);
-                wgmma_m64n64k8_tf32_rs(part[f % 2], a[f % 2][s][0], b_hi, 1);
+                wgmma_m64n64k8_tf32_rs(d, a[f % 2][s][1], b_hi, s > 0);
+                wgmma_m64n64k8_tf32_rs(d, a[f % 2][s][0], b_lo, 1);
+                wgmma_m64n64k8_tf32_rs(d, a[f % 2][s][0], b_hi, 1);
             } else {
-                wgmma_m64n64k8_tf32_rs(part[f % 2], a[f % 2][s][0], b_hi, s > 0);
+                wgmma_m64n64k8_tf32_rs(d, a[f % 2][s][0], b_hi, 1);
             }
         }
         wgmma_commit();
         if (f == 0) after_first();
         if (f == F - 1) after_last();
         if (f > 0) {
-            wgmma_wait<1>();  // group f - 1 is done: its sum, and its fragments' registers are free
-            pin(part[(f - 1) % 2]);
+            wgmma_wait<1>();  // group f - 1 is done: its fragments' registers are free (3xTF32: its sum too)
+            if constexpr (PASSES == 3) {
+                pin(part[(f - 1) % 2]);
 #pragma unroll
-            for (int i = 0; i < 32; ++i) acc[(f - 1) / GROUPS][i] += part[(f - 1) % 2][i];
+                for (int i = 0; i < 32; ++i) acc[(f - 1) / GROUPS][i] += part[(f - 1) % 2][i];
+            }
         }
-        if (f + 1 < F) load_fragments<PASSES, CHAIN>(a[(f + 1) % 2], window, (f + 1) / GROUPS, (f + 1) % GROUPS, dilation, rows8);
+        if (f + 1 < F) load_fragments<PASSES, CHAIN>(a[(f + 1) % 2], window, (f + 1) / GROUPS, (f + 1) % GROUPS, dilation, rows8, step);
     }
     wgmma_wait<0>();
-    pin(part[(F - 1) % 2]);
+    if constexpr (PASSES == 3) {
+        pin(part[(F - 1) % 2]);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) acc[(F - 1) / GROUPS][i] += part[(F - 1) % 2][i];
+        for (int i = 0; i < 32; ++i) acc[(F - 1) / GROUPS][i] += part[(F - 1) % 2][i];
+    } else {
+#pragma unroll
+        for (int t = 0; t < MAX_TAPS; ++t) pin(acc[t]);
+    }
 }
 #endif
 
-template <typename Index, int MAX_TAPS, int PASSES, int COPY, int CHAIN>
+template <typename Index, int MAX_TAPS, int PASSES, int COPY, int CHAIN, bool FOLD>
 __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
     const float* __restrict__ x,      // (batch, groups * channels, in_w)
     const float* __restrict__ gy,     // (batch, groups * out_channels, out_w)
     double* __restrict__ workspace,   // (splits, groups * channels, out_channels, kernel_w)
-    int batch, int groups, int channels, int out_channels, int in_w, int out_w, int kernel_w,
+    int batch, int groups, int channels, int out_channels, int in_w, int out_w, int kernel_w, int stride,
     int padding, int dilation, int window_vectors, int raw_row, int per_split, int co_tiles, int ci_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(PASSES == 1 || PASSES == 3, "TF32 or 3xTF32");
+    static_assert(!FOLD || MAX_TAPS == 1, "fold mode: the taps are rows, one accumulator");
     static_assert(COPY == 16 || COPY == 8 || COPY == 4, "copies of 16, 8 or 4 bytes");
     constexpr int UNIT = COPY / 4;                          // floats per copy
     constexpr int ATOM = GWT_COLUMNS * 128;                 // 32 positions of the tile's channels
@@ -171,10 +195,14 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
     const int chunks = (in_w + GWT_POSITIONS - 1) / GWT_POSITIONS;
     const int first = split * per_split;
     const int steps = max(0, min(batch * chunks, first + per_split) - first);
-    const int taps = kernel_w;
-    const int shift0 = (4 - padding % 4) % 4;  // position l0 - padding (padding >= 0) is window column shift0
+    const int taps = FOLD ? 1 : kernel_w;  // accumulators in use
+    // Output channels a block: GWT_ROWS, or in fold mode as many as have all their taps in GWT_ROWS rows.
+    const int tile_co = FOLD ? GWT_ROWS / kernel_w : GWT_ROWS;
+    const int step = FOLD ? stride : 1;  // floats between positions of grad_output a tap reads
+    // Position stride * l0 - padding (padding >= 0; stride * l0 a multiple of 4) is window column shift0.
+    const int shift0 = (4 - padding % 4) % 4;
 
-    const int raw_bytes = GWT_ROWS * raw_row;
+    const int raw_bytes = tile_co * raw_row;
     unsigned char* const x_base = smem;
     unsigned char* const raw_base = smem + 2 * X_BYTES;
 
@@ -183,14 +211,15 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
     auto load_gy = [&](int k) {
         const int item = first + k;
         const int n = item / chunks, l0 = item % chunks * GWT_POSITIONS;
-        const int window_first = l0 - padding - shift0;  // a multiple of 4
+        const int window_first = step * l0 - padding - shift0;  // a multiple of 4
         const int copies = window_vectors * (16 / COPY);
         unsigned char* const raw = raw_base + (k % GWT_RAW_BUFFERS) * raw_bytes;
         const bool inside = window_first >= 0 && window_first + copies * UNIT <= out_w;
 #pragma unroll
         for (int pass = 0; pass < GWT_ROWS / 32; ++pass) {
             const int row = pass * 32 + tid / 8;
-            const int co = co_tile * GWT_ROWS + row;
+            if (FOLD && row >= tile_co) break;
+            const int co = co_tile * tile_co + row;
             const bool row_ok = co < out_channels;
             const float* const src = gy + ((static_cast<Index>(n) * groups + group) * out_channels + co) * static_cast<Index>(out_w) + window_first;
             unsigned char* const dst = raw + row * raw_row;
@@ -264,8 +293,20 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
     if (steps > 0) split_x(0);
 
     const unsigned x_address = shared_address(x_base);
-    // This thread's fragment rows (g and g + 8 of its warp's 16) in a raw buffer, at column t4.
-    const int row_offset = (warpgroup * 64 + 16 * w + g) * raw_row + 4 * t4;
+    // This thread's fragment rows (g and g + 8 of its warp's 16) in a raw buffer, at its column t4 (bytes),
+    // and the second row's distance from the first (floats).  In fold mode row r is output channel r /
+    // kernel_w of the tile at tap r % kernel_w: its window row, moved by the tap; rows past the tile's
+    // taps read row 0 (their sums are not stored).
+    const int row0 = warpgroup * 64 + 16 * w + g;
+    int row_offset = row0 * raw_row + 4 * t4, rows8 = 2 * raw_row;
+    if constexpr (FOLD) {
+        auto row_start = [&](int r) {  // floats from the buffer's start
+            if (r >= tile_co * kernel_w) r = 0;
+            return r / kernel_w * (raw_row / 4) + r % kernel_w * dilation;
+        };
+        row_offset = (row_start(row0) + step * t4) * 4;
+        rows8 = row_start(row0 + 8) - row_start(row0);
+    }
     for (int k = 0; k < steps; ++k) {
         cp_async_wait_group<GWT_AHEAD - 1>();  // item k's window is here (later ones may not be)
         fence_proxy_async();                   // item k's x tile, stored by this thread, for the tensor cores
@@ -286,10 +327,10 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
         const float* const window = reinterpret_cast<const float*>(raw_base + (k % GWT_RAW_BUFFERS) * raw_bytes + row_offset);
         const unsigned x_tile = x_address + (k % 2) * X_BYTES;
         if constexpr (PASSES == 1) {  // under the MMAs of the item's first and last groups
-            item_mmas<PASSES, CHAIN, MAX_TAPS>(acc, part, taps, window + shift0, dilation, 2 * raw_row, x_tile, copies, split_next);
+            item_mmas<PASSES, CHAIN, MAX_TAPS>(acc, part, taps, window + shift0, dilation, rows8, step, x_tile, copies, split_next);
         } else {  // around them (3xTF32: no registers to spare for them under the MMAs; 60-70% tensor-bound as it is)
             copies();
-            item_mmas<PASSES, CHAIN, MAX_TAPS>(acc, part, taps, window + shift0, dilation, 2 * raw_row, x_tile, [] {}, [] {});
+            item_mmas<PASSES, CHAIN, MAX_TAPS>(acc, part, taps, window + shift0, dilation, rows8, step, x_tile, [] {}, [] {});
             split_next();
         }
     }
@@ -305,10 +346,11 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
                 for (int h = 0; h < 2; ++h)
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const int co = co_tile * GWT_ROWS + warpgroup * 64 + 16 * w + g + 8 * h;
+                        const int r = row0 + 8 * h;  // fold mode: output channel r / kernel_w of the tile, tap r % kernel_w
+                        const int co = co_tile * tile_co + (FOLD ? r / kernel_w : r), tap = FOLD ? r % kernel_w : t;
                         const int ci = ci_tile * GWT_COLUMNS + 8 * j + 2 * t4 + e;
-                        if (co < out_channels && ci < channels)
-                            out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + t] = static_cast<double>(acc[t][4 * j + 2 * h + e]);
+                        if ((!FOLD || r < tile_co * kernel_w) && co < out_channels && ci < channels)
+                            out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + tap] = static_cast<double>(acc[t][4 * j + 2 * h + e]);
                     }
 #endif
 }
