@@ -1184,10 +1184,13 @@ GRAD_WEIGHT_TF32_CASES = [
 
 
 def _spy_grad_weight_tf32(monkeypatch, multiprocessors=None):
-    """The geometries grad_weight_wgmma_tf32 served (small problems too);
-    with `multiprocessors`, its splits are sized for that many."""
+    """The geometries grad_weight_wgmma_tf32 served (small problems too, and
+    with grad_weight_taps, which goes first in TF32 where it applies, turned
+    off: X2-like shapes); with `multiprocessors`, its splits are sized for
+    that many."""
     from cupyconv import _cuda
 
+    monkeypatch.setattr(_cuda, "_grad_weight_taps", lambda *args: False)
     if multiprocessors is not None:
         monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
     monkeypatch.setattr(_cuda, "_grad_weight_tf32_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_tf32_plan.__wrapped__))
