@@ -199,6 +199,27 @@ GRAD_WEIGHT_PHASE_CASES = [
 ]
 
 
+# grad_weight_wgmma_tf32: float32, input rows of whole 16-byte vectors,
+# groups of at least 64 input and output channels; tap mode stride 1 and up
+# to 3 taps, fold mode strided; grad_output rows of every copy size (the
+# comment's out width), padding, dilation, output padding, channel tails in
+# both tiles, groups, rows of positions that end inside a 64-position item;
+# in fold mode a warp's rows over one output channel (16 taps) or two, and
+# rows past the tile's taps (K 5: 125 of 128).
+GRAD_WEIGHT_TF32_CASES = [
+    Case("gwt_p2like", 1, 2, 128, 128, (3,), (1000,)),  # out 1002: 8-byte copies, 1 x 2 tiles
+    Case("gwt_tails_pad", 1, 3, 72, 136, (3,), (520,), padding=2, dilation=2),  # out 520: 16-byte copies, 2 x 2 tiles with tails
+    Case("gwt_g2", 1, 2, 128, 192, (2,), (264,), padding=1, groups=2, bias=False),  # out 263: 4-byte copies
+    Case("gwt_k1", 1, 2, 64, 64, (1,), (200,)),  # out 200
+    Case("gwt_op", 1, 2, 64, 80, (3,), (136,), padding=1, output_padding=1, dilation=2),  # out 139
+    Case("gwt_odd_rows", 1, 2, 64, 64, (3,), (130,)),  # input rows of 130 floats: not this kernel
+    Case("gwt_fold_x2like", 1, 2, 64, 72, (16,), (200,), stride=8, padding=4),  # out 1600: 16-byte copies, 9 co tiles of 8
+    Case("gwt_fold_tails", 1, 2, 72, 90, (5,), (136,), stride=2, padding=3, output_padding=1, dilation=2),  # out 274: 8-byte copies
+    Case("gwt_fold_g2", 1, 2, 128, 128, (8,), (100,), stride=4, padding=2, output_padding=3, groups=2, bias=False),  # out 403: 4-byte
+    Case("gwt_fold_h4like", 1, 2, 64, 64, (4,), (128,), stride=2, padding=1),  # out 256; an item's window ends on a vector's first float
+]
+
+
 def relative_error(actual, expected) -> float:
     """||actual - expected|| / ||expected|| in float64 (0 for empty arrays)."""
     actual = numpy.asarray(actual, dtype=numpy.float64)

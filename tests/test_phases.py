@@ -15,7 +15,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES, FILL_CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_PHASE_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, PHASE_BACKWARD_CASES, WINDOW_CASES
+from sweep import CASES, FILL_CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_PHASE_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_TF32_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, PHASE_BACKWARD_CASES, WINDOW_CASES
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -1439,3 +1439,106 @@ def test_grad_weight_tf32_plans():
     assert plan((4, 128, 4096), (128, 128, 5)) is None
     assert plan((4, 128, 4096), (128, 64, 65), stride=8) is None
     assert plan((4, 128, 4096), (128, 64, 64), stride=8) is not None
+
+
+def interpret_grad_weight_tf32(x4, gy4, geometry, passes, per_split):
+    """grad_weight_wgmma_tf32's indexing, block by block and item by item, in
+    float64 (no TF32 rounding): its host layout (grad_weight_tf32_layout),
+    each window row copied in COPY-byte pieces from window_first = step * l0 -
+    padding - shift0 into raw buffers poisoned with NaN (zeros where the
+    kernel zero-fills), each A element read where the kernel's fragment loads
+    read it (tap mode: row r, column shift0 + t * dilation + c; fold mode:
+    output channel r // K's row, column shift0 + (r % K) * dilation + stride *
+    c, rows past the tile's taps reading row 0), never past the copied part
+    of its row; the x tile zero-filled past the row; each block's sums
+    stored where its epilogue stores them, once per split."""
+    layout = _kernels.grad_weight_tf32_layout(geometry, "float32", passes)
+    assert layout is not None
+    rows, columns, positions = _kernels.GRAD_WEIGHT_TF32_ROWS, _kernels.GRAD_WEIGHT_TF32_COLUMNS, _kernels.GRAD_WEIGHT_TF32_POSITIONS
+    batch, _, _, in_w = geometry.input_shape4
+    out_w = geometry.output_shape4[3]
+    channels, out_channels, groups = geometry.in_channels_per_group, geometry.out_channels_per_group, geometry.groups
+    kernel, stride, padding, dilation = geometry.kernel[1], geometry.stride[1], geometry.padding[1], geometry.dilation[1]
+    fold, tile_co = layout.fold, layout.tile_co
+    step = stride if fold else 1
+    unit = layout.copy // 4
+    copies = layout.vectors * (16 // layout.copy)
+    filled, raw_floats = layout.vectors * 4, layout.raw_row // 4
+    assert copies * unit == filled <= raw_floats
+    shift0 = (4 - padding % 4) % 4
+    chunks = -(-in_w // positions)
+    items = batch * chunks
+    splits = -(-items // per_split)
+    co_tiles, ci_tiles = -(-out_channels // tile_co), -(-channels // columns)
+    workspace = numpy.full((splits, groups * channels, out_channels, kernel), numpy.nan)
+    writes = numpy.zeros(workspace.shape, dtype=numpy.int64)
+    r = numpy.arange(rows)
+    c = numpy.arange(positions)
+    if fold:
+        live = r < tile_co * kernel
+        r_read = numpy.where(live, r, 0)
+        row_co, row_tap = r_read // kernel, r_read % kernel
+        # [row, tap (one: the taps are rows), column] offsets into the raw buffer
+        reads = (row_co * raw_floats + shift0 + row_tap * dilation)[:, None, None] + step * c[None, None, :]
+        in_row = (shift0 + row_tap * dilation)[:, None, None] + step * c[None, None, :]
+    else:
+        live = numpy.ones(rows, dtype=bool)
+        t = numpy.arange(kernel)
+        reads = (r * raw_floats + shift0)[:, None, None] + (t * dilation)[None, :, None] + c[None, None, :]
+        in_row = numpy.broadcast_to(shift0 + (t * dilation)[None, :, None] + c[None, None, :], reads.shape)
+    assert in_row.max() < filled, "a fragment load reads past its row's copies"
+    for split in range(splits):
+        first = split * per_split
+        steps = max(0, min(items, first + per_split) - first)
+        for group in range(groups):
+            for co_tile in range(co_tiles):
+                for ci_tile in range(ci_tiles):
+                    acc = numpy.zeros((rows, reads.shape[1], columns))
+                    for k in range(steps):
+                        n, l0 = divmod(first + k, chunks)
+                        l0 *= positions
+                        window_first = step * l0 - padding - shift0
+                        assert window_first % 4 == 0
+                        raw = numpy.full(tile_co * raw_floats, numpy.nan)
+                        for row in range(tile_co):
+                            co = co_tile * tile_co + row
+                            for u in range(copies):
+                                l = window_first + u * unit
+                                at = row * raw_floats + u * unit
+                                if co < out_channels and 0 <= l < out_w:
+                                    assert l + unit <= out_w, "a copy leaves its row"
+                                    raw[at : at + unit] = gy4[n, group * out_channels + co, 0, l : l + unit]
+                                else:
+                                    raw[at : at + unit] = 0.0
+                        a = raw[reads]  # (rows, taps, positions)
+                        x_tile = numpy.zeros((columns, positions))
+                        ci = ci_tile * columns + numpy.arange(columns)
+                        ok_ci = ci < channels
+                        width = min(positions, in_w - l0)
+                        x_tile[ok_ci, :width] = x4[n, group * channels + ci[ok_ci], 0, l0 : l0 + width]
+                        acc += numpy.einsum("rtp,jp->rtj", a, x_tile)
+                    ci = ci_tile * columns + numpy.arange(columns)
+                    for row in numpy.flatnonzero(live):
+                        for tap in range(reads.shape[1]):
+                            co = co_tile * tile_co + (row // kernel if fold else row)
+                            t_out = row % kernel if fold else tap
+                            if co >= out_channels:
+                                continue
+                            ok = ci < channels
+                            workspace[split, group * channels + ci[ok], co, t_out] = acc[row, tap, ok]
+                            writes[split, group * channels + ci[ok], co, t_out] += 1
+    assert (writes == 1).all(), "every grad_weight entry is written once per split"
+    return workspace.sum(axis=0)
+
+
+@pytest.mark.parametrize("per_split", [3, 1000])
+@pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name != "gwt_odd_rows"], ids=str)
+def test_grad_weight_tf32_computes_grad_weight(case, per_split):
+    """grad_weight_wgmma_tf32's layout and indexing (interpreted) give
+    grad_weight on every case of its GPU tests, split and unsplit."""
+    rng = numpy.random.default_rng(17)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    gy = rng.standard_normal(geometry.output_shape4)
+    got = interpret_grad_weight_tf32(x.reshape(geometry.input_shape4), gy, geometry, 3, per_split)
+    numpy.testing.assert_allclose(got, _torch_grads(x, w, gy, geometry)[1].reshape(got.shape), rtol=1e-12, atol=1e-12)
