@@ -15,7 +15,7 @@ import pytest
 
 from cupyconv import _geometry, _kernels
 
-from sweep import CASES, FILL_CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_PHASE_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_TF32_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, PHASE_BACKWARD_CASES, WINDOW_CASES
+from sweep import CASES, FILL_CASES, GRAD_INPUT_TAPS_CASES, GRAD_WEIGHT_PHASE_CASES, GRAD_WEIGHT_TAPS_CASES, GRAD_WEIGHT_TF32_CASES, GRAD_WEIGHT_WINDOW_CASES, GROUPED_FORWARD_CASES, PHASE_BACKWARD_CASES, WINDOW_CASES, Case
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -1541,4 +1541,30 @@ def test_grad_weight_tf32_computes_grad_weight(case, per_split):
     geometry = _geometry_of(case)
     gy = rng.standard_normal(geometry.output_shape4)
     got = interpret_grad_weight_tf32(x.reshape(geometry.input_shape4), gy, geometry, 3, per_split)
+    numpy.testing.assert_allclose(got, _torch_grads(x, w, gy, geometry)[1].reshape(got.shape), rtol=1e-12, atol=1e-12)
+
+
+# Fold-mode geometries beyond the GPU cases: one tap (rows are channels, the
+# stride in the window), a stride above the kernel, dilations, a kernel of
+# 64 taps (two output channels a block), paddings past the window's first
+# vector, output paddings.
+FOLD_GEOMETRIES = [
+    Case("fold_k1_s4", 1, 2, 64, 70, (1,), (72,), stride=4, output_padding=3),
+    Case("fold_s5_k3", 1, 1, 66, 64, (3,), (96,), stride=5, padding=2, output_padding=1),
+    Case("fold_s3_d3", 1, 2, 64, 80, (7,), (68,), stride=3, padding=9, dilation=3, output_padding=2),
+    Case("fold_k64_s16", 1, 1, 64, 65, (64,), (80,), stride=16, padding=24),
+    Case("fold_s2_k2_g2", 1, None, 128, 192, (2,), (132,), stride=2, padding=1, output_padding=1, groups=2),
+]
+
+
+@pytest.mark.parametrize("case", FOLD_GEOMETRIES, ids=str)
+def test_grad_weight_tf32_fold_geometries(case):
+    """Fold mode's layout and indexing (interpreted) on geometries its GPU
+    tests do not cover."""
+    rng = numpy.random.default_rng(18)
+    x, w, _ = case.arrays(rng)
+    geometry = _geometry_of(case)
+    assert _kernels.grad_weight_tf32_layout(geometry, "float32", 1).fold
+    gy = rng.standard_normal(geometry.output_shape4)
+    got = interpret_grad_weight_tf32(x.reshape(geometry.input_shape4), gy, geometry, 1, 2)
     numpy.testing.assert_allclose(got, _torch_grads(x, w, gy, geometry)[1].reshape(got.shape), rtol=1e-12, atol=1e-12)
