@@ -36,8 +36,8 @@
 //     out_w floats need not be whole vectors) into raw rows raw_row bytes
 //     apart, GWT_AHEAD items ahead.  Tap mode: raw_row / 4 is 4 more than a
 //     multiple of 8, so the 8 rows x 4 columns of a fragment load fall in 32
-//     distinct banks.  Fold mode: a warp's rows are taps of one or two output
-//     channels (X2: 16 taps, stride 8: banks 8 t4 + g, distinct).
+//     distinct banks.  Fold mode: a warp's 16 rows are taps of one output
+//     channel or several (X2: 16 taps, stride 8: banks 8 t4 + g, distinct).
 //   * x: 64 rows x 64 positions by 16-byte cp.async one item ahead, straight
 //     into the hi part of an x buffer in the 128-byte-swizzled K-major layout
 //     (two atoms of 32 positions: channel r's chunk c at h * 8 KB + r * 128 +
