@@ -505,7 +505,7 @@ GRAD_WEIGHT_TF32_PASSES = (1, 3)
 GRAD_WEIGHT_TF32_POSITIONS = 64  # GWT_POSITIONS: reduction positions per item
 GRAD_WEIGHT_TF32_ROWS = 128  # GWT_ROWS: rows per block (tap mode: output channels)
 GRAD_WEIGHT_TF32_COLUMNS = 64  # GWT_COLUMNS: input channels per block
-GRAD_WEIGHT_TF32_RAW_BUFFERS = 3  # GWT_RAW_BUFFERS
+GRAD_WEIGHT_TF32_BUFFERS = 3  # GWT_BUFFERS: window and x buffers
 
 
 # k-steps (8 positions each) per group of MMAs, by passes: its CHAIN (3xTF32,
@@ -540,9 +540,9 @@ def grad_weight_tf32_layout(geometry: Geometry, dtype: str, passes: int) -> Opti
     (GRAD_WEIGHT_TF32_POSITIONS - 1) + (K - 1) d + 1 past shift0, in whole
     vectors; a raw row is that, rounded up to an odd number of vectors (in tap
     mode its float count 4 more than a multiple of 8: conflict-free fragment
-    loads).  Shared memory: two x tiles (64 channels x the positions, hi and
-    for 3xTF32 lo) and the raw windows of tile_co rows (128 in tap mode, 128
-    // K in fold mode)."""
+    loads).  Shared memory: three x tiles (64 channels x the positions, hi
+    and for 3xTF32 lo) and three raw windows of tile_co rows (128 in tap
+    mode, 128 // K in fold mode)."""
     if dtype != "float32" or passes not in GRAD_WEIGHT_TF32_PASSES or not _is_1d(geometry):
         return None
     in_w, kernel, stride, padding, dilation, out_w = _axes(geometry)[1]
@@ -563,7 +563,7 @@ def grad_weight_tf32_layout(geometry: Geometry, dtype: str, passes: int) -> Opti
     vectors = -(-(shift0 + stride * (GRAD_WEIGHT_TF32_POSITIONS - 1) + 1 + (kernel - 1) * dilation) // 4)
     raw_row = (vectors | 1) * 16
     x_tile = GRAD_WEIGHT_TF32_COLUMNS * GRAD_WEIGHT_TF32_POSITIONS * 4 * (2 if passes == 3 else 1)
-    shared = 2 * x_tile + GRAD_WEIGHT_TF32_RAW_BUFFERS * tile_co * raw_row
+    shared = GRAD_WEIGHT_TF32_BUFFERS * (x_tile + tile_co * raw_row)
     return GradWeightTf32Layout(fold, taps, tile_co, vectors, raw_row, shared, copy)
 
 

@@ -155,7 +155,7 @@ def test_grad_weight_tf32_compiles_for_sm_90a_without_spills():
     assert int(found["GWT_POSITIONS"]) == _kernels.GRAD_WEIGHT_TF32_POSITIONS
     assert int(found["GWT_ROWS"]) == _kernels.GRAD_WEIGHT_TF32_ROWS
     assert int(found["GWT_COLUMNS"]) == _kernels.GRAD_WEIGHT_TF32_COLUMNS
-    assert "GWT_RAW_BUFFERS = GWT_AHEAD + 1;" in text and int(found["GWT_AHEAD"]) + 1 == _kernels.GRAD_WEIGHT_TF32_RAW_BUFFERS
+    assert "GWT_BUFFERS = GWT_AHEAD + 1;" in text and int(found["GWT_AHEAD"]) + 1 == _kernels.GRAD_WEIGHT_TF32_BUFFERS
     names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_weight_tf32.cu"]
     builds = len(_kernels.GRAD_WEIGHT_TF32_TAPS) + 1  # tap mode's, and fold mode's one
     per_index = builds * len(_kernels.GRAD_WEIGHT_TF32_PASSES) * len(_kernels.RESIDENT_COPY_BYTES)

@@ -38,7 +38,8 @@
 //     multiple of 8, so the 8 rows x 4 columns of a fragment load fall in 32
 //     distinct banks.  Fold mode: a warp's 16 rows are taps of one output
 //     channel or several (X2: 16 taps, stride 8: banks 8 t4 + g, distinct).
-//   * x: 64 rows x 64 positions by 16-byte cp.async one item ahead, straight
+//   * x: 64 rows x 64 positions by 16-byte cp.async GWT_AHEAD items ahead (in
+//     the window's commit group), straight
 //     into the hi part of an x buffer in the 128-byte-swizzled K-major layout
 //     (two atoms of 32 positions: channel r's chunk c at h * 8 KB + r * 128 +
 //     16 (c ^ r % 8)); once they are here, each thread rounds its own copies
@@ -70,8 +71,8 @@ constexpr int GWT_THREADS = 256;     // two warpgroups
 constexpr int GWT_POSITIONS = 64;    // reduction positions per item
 constexpr int GWT_ROWS = 128;        // rows per block (tap mode: output channels)
 constexpr int GWT_COLUMNS = 64;      // input channels per block
-constexpr int GWT_AHEAD = 2;         // items whose grad_output is loaded ahead of the one in use
-constexpr int GWT_RAW_BUFFERS = GWT_AHEAD + 1;
+constexpr int GWT_AHEAD = 2;         // items whose grad_output and x are loaded ahead of the one in use
+constexpr int GWT_BUFFERS = GWT_AHEAD + 1;  // raw window and x buffers
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Group f's A fragments (CHAIN k-steps of tap f / groups, from position
@@ -204,18 +205,18 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
 
     const int raw_bytes = tile_co * raw_row;
     unsigned char* const x_base = smem;
-    unsigned char* const raw_base = smem + 2 * X_BYTES;
+    unsigned char* const raw_base = smem + GWT_BUFFERS * X_BYTES;
 
-    // Item k's grad_output window into raw buffer k % GWT_RAW_BUFFERS (the caller commits):
+    // Item k's grad_output window into raw buffer `buffer` (k % GWT_BUFFERS; the caller commits):
     // 8 threads a row, 32 rows a pass.
-    auto load_gy = [&](int k) {
+    auto load_gy = [&](int k, int buffer) {
         const int item = first + k;
         const int n = item / chunks, l0 = item % chunks * GWT_POSITIONS;
         const int window_first = step * l0 - padding - shift0;  // a multiple of 4
         const int copies = window_vectors * (16 / COPY);
-        unsigned char* const raw = raw_base + (k % GWT_RAW_BUFFERS) * raw_bytes;
+        unsigned char* const raw = raw_base + buffer * raw_bytes;
         const bool inside = window_first >= 0 && window_first + copies * UNIT <= out_w;
-#pragma unroll
+#pragma unroll 1  // rolled: unrolled, the 64-bit 3xTF32 builds spill
         for (int pass = 0; pass < GWT_ROWS / 32; ++pass) {
             const int row = pass * 32 + tid / 8;
             if (FOLD && row >= tile_co) break;
@@ -234,14 +235,14 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
             }
         }
     };
-    // Item k's x tile by cp.async into the hi part of x buffer k % 2 (task i: channel row r, 4 positions
+    // Item k's x tile by cp.async into the hi part of x buffer `buffer` (k % GWT_BUFFERS; task i: channel row r, 4 positions
     // at 4c, into its swizzled place; the caller commits) ...
     auto x_slot = [&](int buf, int i) {
         const int task = tid + i * GWT_THREADS;
         const int c = task % (GWT_POSITIONS / 4), r = task / (GWT_POSITIONS / 4);
         return x_base + buf * X_BYTES + (c / 8) * ATOM + r * 128 + (((c % 8) ^ (r % 8)) * 16);
     };
-    auto copy_x = [&](int k) {
+    auto copy_x = [&](int k, int buffer) {
         const int item = first + k;
         const int n = item / chunks, l0 = item % chunks * GWT_POSITIONS;
 #pragma unroll
@@ -251,7 +252,7 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
             const int ci = ci_tile * GWT_COLUMNS + r, l = l0 + 4 * c;
             const bool valid = ci < channels && l < in_w;  // in_w % 4 == 0: all or nothing
             const float* src = x + ((static_cast<Index>(n) * groups + group) * channels + ci) * static_cast<Index>(in_w) + l;
-            cp_async16(x_slot(k % 2, i), valid ? src : x, valid);
+            cp_async16(x_slot(buffer, i), valid ? src : x, valid);
         }
     };
     // ... then, once this thread's copies are here, rounded in place (TF32) or split (hi in place, lo X_PART on).
@@ -281,15 +282,17 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
 #pragma unroll
     for (int i = 0; i < 32; ++i) part[0][i] = part[1][i] = 0.0f;
 
-    // Commit groups: x(0), gy(0), gy(1), then per step k x(k + 1), gy(k + 2) (empty where past the end).
-    if (steps > 0) copy_x(0);
-    cp_async_commit();
+    // Commit groups: one an item, its x tile and window (empty where past the end): items 0 ..
+    // GWT_AHEAD - 1 here, item k + GWT_AHEAD in step k.
 #pragma unroll
     for (int k = 0; k < GWT_AHEAD; ++k) {
-        if (k < steps) load_gy(k);
+        if (k < steps) {
+            copy_x(k, k);
+            load_gy(k, k);
+        }
         cp_async_commit();
     }
-    cp_async_wait_group<GWT_AHEAD>();  // x(0)
+    cp_async_wait_group<GWT_AHEAD - 1>();  // item 0's
     if (steps > 0) split_x(0);
 
     const unsigned x_address = shared_address(x_base);
@@ -307,25 +310,29 @@ __global__ void __launch_bounds__(GWT_THREADS, 1) grad_weight_wgmma_tf32(
         row_offset = (row_start(row0) + step * t4) * 4;
         rows8 = row_start(row0 + 8) - row_start(row0);
     }
-    for (int k = 0; k < steps; ++k) {
+    static_assert(GWT_BUFFERS == 3, "buffer rotation");
+    for (int k = 0, buffer = 0; k < steps; ++k, buffer = buffer == 2 ? 0 : buffer + 1) {  // buffer: k % 3
+        const int next = buffer == 2 ? 0 : buffer + 1, ahead = next == 2 ? 0 : next + 1;
         cp_async_wait_group<GWT_AHEAD - 1>();  // item k's window is here (later ones may not be)
-        fence_proxy_async();                   // item k's x tile, stored by this thread, for the tensor cores
-        // ... for every thread.  Free now: raw buffer (k + GWT_AHEAD) % GWT_RAW_BUFFERS and x buffer
-        // (k + 1) % 2 (item k - 1's: its loads and MMAs are done)
+        fence_proxy_async();                   // item k's x tile, split by this thread, for the tensor cores
+        // ... for every thread.  Free now: buffers `ahead` (item k - 1's: its loads and MMAs are done)
         __syncthreads();
 
-        auto copies = [&] {  // the next items' copies
-            if (k + 1 < steps) copy_x(k + 1);
-            cp_async_commit();
-            if (k + GWT_AHEAD < steps) load_gy(k + GWT_AHEAD);
+        auto copies = [&] {  // item k + GWT_AHEAD's copies
+            if (k + GWT_AHEAD < steps) {
+                copy_x(k + GWT_AHEAD, ahead);
+                load_gy(k + GWT_AHEAD, ahead);
+            }
             cp_async_commit();
         };
-        auto split_next = [&] {  // the next x tile's split
-            cp_async_wait_group<1>();  // x(k + 1) (gy(k + 2) may still be in flight)
-            if (k + 1 < steps) split_x((k + 1) % 2);
+        // The next x tile's split.  Its copies went out an item ago: in fold mode an item's MMAs are too
+        // short to hide them (perf notes v29).
+        auto split_next = [&] {
+            cp_async_wait_group<GWT_AHEAD - 1>();  // item k + 1's (item k + 2's may still be in flight)
+            if (k + 1 < steps) split_x(next);
         };
-        const float* const window = reinterpret_cast<const float*>(raw_base + (k % GWT_RAW_BUFFERS) * raw_bytes + row_offset);
-        const unsigned x_tile = x_address + (k % 2) * X_BYTES;
+        const float* const window = reinterpret_cast<const float*>(raw_base + buffer * raw_bytes + row_offset);
+        const unsigned x_tile = x_address + buffer * X_BYTES;
         if constexpr (PASSES == 1) {  // under the MMAs of the item's first and last groups
             item_mmas<PASSES, CHAIN, MAX_TAPS>(acc, part, taps, window + shift0, dilation, rows8, step, x_tile, copies, split_next);
         } else {  // around them (3xTF32: no registers to spare for them under the MMAs; 60-70% tensor-bound as it is)
