@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import threading
+import types
 from typing import NamedTuple, Tuple
 
 import cupy
@@ -64,6 +66,7 @@ def _phase_table(flat):
     # The upload is ordered on the current stream only; the memoized table may
     # later be read from other streams, so wait for it once, here.
     cupy.cuda.get_current_stream().synchronize()
+    _CONSTANT_POINTERS.add(table.data.ptr)  # never rewritten: a remembered forward call may keep it (_Recorder)
     return table
 
 
@@ -251,10 +254,13 @@ class _PackedArguments:
         self.lock = threading.Lock()  # one launch at a time writes the slots
 
     def launch(self, arrays) -> None:
+        self.launch_pointers([0 if array is None else array.data.ptr for array in arrays])
+
+    def launch_pointers(self, pointers) -> None:
         values = self.values
         with self.lock:
-            for slot, array in enumerate(arrays):
-                values[slot] = 0 if array is None else array.data.ptr
+            for slot, pointer in enumerate(pointers):
+                values[slot] = pointer
             _launch_kernel(
                 self.pointer, self.grid, 1, 1, self.block, 1, 1, self.shared, cupy.cuda.get_current_stream().ptr, self.params_pointer, 0
             )  # fmt: skip
@@ -264,6 +270,14 @@ class _PackedArguments:
 # the lru_caches that make them; the entry keeps its plan alive, and a plan
 # made anew under a reused id is told apart by identity.
 _PACKED: dict = {}
+
+
+class _Recording(threading.local):
+    recorder = None  # the _Recorder of this thread's forward call being recorded, if any
+
+
+_RECORDING = _Recording()
+_CONSTANT_POINTERS: set = set()  # device arrays made once and never rewritten (the memoized phase tables)
 
 
 def _launch(plan: _Launch, arrays: tuple) -> None:
@@ -276,6 +290,9 @@ def _launch(plan: _Launch, arrays: tuple) -> None:
             _PACKED.clear()
         entry = _PACKED[key] = (plan, _PackedArguments(_kernel_function(plan), plan.blocks, plan.threads, plan.shared, len(arrays), plan.scalars))
     entry[1].launch(arrays)
+    recorder = _RECORDING.recorder
+    if recorder is not None:
+        recorder.launches.append((entry[1], arrays))
 
 
 @cupy.memoize(for_each_device=True)
@@ -956,6 +973,8 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
     packed = _packs_weight(geometry, pass_name, out4.size)
     if packed:
         weight = cupy.ascontiguousarray(_kernels.pack_gemm_weight(weight, geometry, pass_name))
+        if _RECORDING.recorder is not None:  # CuPy operations, not launches: a recording would miss them
+            _RECORDING.recorder.unsafe = True
 
     def launch(tile):
         plan, flat = _gemm_plan(geometry, pass_name, dtype, index, passes, packed, tile)
@@ -1272,6 +1291,170 @@ def _remember_fast(key, bound: _Bound, y) -> None:
     _api._FAST_FORWARD[key] = _FastForward(bound, y.shape, y.dtype, y.data.device_id)
 
 
+# Remembered forward calls.  Past the small launches above, a forward call
+# spends 40-60 us of host time on its checks and routing before its first
+# launch (perf notes v30: X3 "tf32" 53 us a call, the GPU idle for 41-45 us of
+# a 0.39 ms call), the same every time for the same signature.  A call's
+# launches are recorded on the second call of a signature (the key of
+# _api._fast_key; the first fills the caches) and checked on the third: the
+# recording, replayed into outputs and temporaries filled with 0xFF bytes
+# first, must give the checked path's output bit for bit.  From the fourth
+# call on the key goes to the replay (_api._FAST_FORWARD), which allocates the
+# output and the temporaries and launches.  A recording is kept only where
+# every array a launch took is the call's input, weight, bias or output, a
+# temporary allocated in the call (seen by a CuPy MemoryHook), or a constant
+# (_CONSTANT_POINTERS), and no route ran CuPy operations (the packed GEMM
+# weight marks itself unsafe).  False: every call takes the checked path.
+# A setting changed on this module or on _kernels (USE_WGMMA = False, a
+# test's monkeypatch, a spy on _launch) moves _SETTINGS[0] on, and a recording
+# made before no longer runs.
+USE_REMEMBERED_FORWARD = True
+_SETTINGS = [0]
+
+
+class _WatchedModule(types.ModuleType):
+    def __setattr__(self, name, value):
+        _SETTINGS[0] += 1
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        _SETTINGS[0] += 1
+        super().__delattr__(name)
+
+
+sys.modules[__name__].__class__ = _WatchedModule
+_kernels.__class__ = _WatchedModule
+_REMEMBER_SEEN: dict = {}  # key -> checked calls so far (1: record the next, 2: check the recording)
+_REMEMBER_CANDIDATES: dict = {}  # key -> the recording to check
+
+
+class _Recorder(cupy.cuda.MemoryHook):
+    """Collects the launches (_launch) and the memory-pool allocations of one
+    forward call on this thread."""
+
+    name = "cupyconv_recorder"
+
+    def __init__(self):
+        self.launches, self.allocations, self.unsafe = [], [], False
+
+    def malloc_postprocess(self, **kwargs):  # (pointer, size, launches made before it)
+        self.allocations.append((kwargs["mem_ptr"], kwargs["size"], len(self.launches)))
+
+    def __enter__(self):
+        _RECORDING.recorder = self
+        return super().__enter__()
+
+    def __exit__(self, *args):
+        _RECORDING.recorder = None
+        return super().__exit__(*args)
+
+
+class _ReplayForward:
+    """A recorded forward call (see USE_REMEMBERED_FORWARD): `steps` are
+    (_PackedArguments, slots) with a slot per array argument: None (a null
+    pointer), ("x" | "w" | "b" | "y", byte offset), ("t", temporary, byte
+    offset) or ("c", pointer).  Returns None where the current device, a
+    setting (_SETTINGS) or autotuning is not as recorded."""
+
+    def __init__(self, key, steps, temporaries, shape, dtype, device: int, constants, settings: int, alignment):
+        self.key, self.steps, self.temporaries, self.shape, self.dtype, self.device = key, steps, temporaries, shape, dtype, device
+        self.constants, self.settings = constants, settings  # constants: kept alive
+        self.alignment = alignment  # _alignment of the recorded call's arrays: routes test it (16-byte loads)
+
+    def run(self, x, weight, bias, poison: bool = False):
+        y = cupy.empty(self.shape, self.dtype)
+        temporaries = [cupy.empty(size, dtype=numpy.uint8) for size in self.temporaries]
+        if poison:  # what no launch writes stays 0xFF bytes (NaN in every float type)
+            y.view(numpy.uint8).fill(255)
+            for t in temporaries:
+                t.fill(255)
+        base = {"x": x.data.ptr, "w": weight.data.ptr, "b": 0 if bias is None else bias.data.ptr, "y": y.data.ptr}
+        for packed, slots in self.steps:
+            packed.launch_pointers(
+                [0 if slot is None else slot[1] if slot[0] == "c" else
+                 temporaries[slot[1]].data.ptr + slot[2] if slot[0] == "t" else base[slot[0]] + slot[1] for slot in slots]
+            )  # fmt: skip
+        return y
+
+    def __call__(self, x, weight, bias):
+        if _SETTINGS[0] != self.settings:  # recorded under other settings: forgotten, to be recorded again
+            _api._FAST_FORWARD.pop(self.key, None)
+            _REMEMBER_SEEN.pop(self.key, None)
+            return None
+        if cupy.cuda.runtime.getDevice() != self.device or _autotune.enabled() or _alignment(x, weight, bias) != self.alignment:
+            return None
+        return self.run(x, weight, bias)
+
+
+def _alignment(x, weight, bias) -> tuple:
+    """Where the arrays sit within 256 bytes (the routes read x and the
+    weight with 16-byte loads where they are aligned so)."""
+    return (x.data.ptr % 256, weight.data.ptr % 256, None if bias is None else bias.data.ptr % 256)
+
+
+def _replay_of(key, recorder: _Recorder, x, weight, bias, y, settings: int):
+    """The recorded call as a _ReplayForward, or None where it cannot be
+    replayed (see USE_REMEMBERED_FORWARD)."""
+    if recorder.unsafe or not recorder.launches:
+        return None
+    ranges = [(name, a.data.ptr, a.nbytes) for name, a in (("y", y), ("x", x), ("w", weight), ("b", bias)) if a is not None]
+    steps, constants, temporaries, used = [], [], [], {}  # used: allocation index -> temporary index
+    for launch, (packed, arrays) in enumerate(recorder.launches):
+        slots = []
+        for a in arrays:
+            if a is None:
+                slots.append(None)
+                continue
+            pointer = a.data.ptr
+            slot = next(((name, pointer - start) for name, start, size in ranges if start <= pointer < start + max(size, 1)), None)
+            if slot is None:  # the newest allocation made before this launch that holds the pointer (the pool reuses freed blocks)
+                found = next(
+                    (i for i in reversed(range(len(recorder.allocations)))
+                     if recorder.allocations[i][2] <= launch and recorder.allocations[i][0] <= pointer < recorder.allocations[i][0] + max(recorder.allocations[i][1], 1)),
+                    None,
+                )  # fmt: skip
+                if found is not None:
+                    if found not in used:
+                        used[found] = len(temporaries)
+                        temporaries.append(recorder.allocations[found][1])
+                    slot = ("t", used[found], pointer - recorder.allocations[found][0])
+            if slot is None and pointer in _CONSTANT_POINTERS:
+                slot = ("c", pointer)
+                constants.append(a)
+            if slot is None:
+                return None
+            slots.append(slot)
+        steps.append((packed, tuple(slots)))
+    return _ReplayForward(key, steps, temporaries, y.shape, y.dtype, y.data.device_id, constants, settings, _alignment(x, weight, bias))
+
+
+def _remember_forward(key, run, x, weight, bias, y):
+    """Runs `run()` (the checked path writing y), recording it or checking a
+    recording of `key` on the calls where that is due (see
+    USE_REMEMBERED_FORWARD)."""
+    seen = _REMEMBER_SEEN.get(key, 0)
+    if len(_REMEMBER_SEEN) >= 1024:
+        _REMEMBER_SEEN.clear()
+        _REMEMBER_CANDIDATES.clear()
+    _REMEMBER_SEEN[key] = seen + 1
+    if seen == 1:
+        settings = _SETTINGS[0]
+        with _Recorder() as recorder:
+            run()
+        replay = _replay_of(key, recorder, x, weight, bias, y, settings)
+        if replay is not None:
+            _REMEMBER_CANDIDATES[key] = replay
+        return
+    run()
+    replay = _REMEMBER_CANDIDATES.pop(key, None)
+    if seen == 2 and replay is not None and replay.settings == _SETTINGS[0] and replay.alignment == _alignment(x, weight, bias):
+        again = replay.run(x, weight, bias, poison=True)
+        if bool(cupy.array_equal(again.view(numpy.uint8), y.view(numpy.uint8))):
+            if len(_api._FAST_FORWARD) >= 1024:
+                _api._FAST_FORWARD.clear()
+            _api._FAST_FORWARD[key] = replay
+
+
 def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None):
     """conv_transpose on CuPy arrays; returns the output in the user's shape
     (written into `out` when given).
@@ -1307,16 +1490,24 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                 _remember_fast(fast_key, bound, y)
         else:
             x4, y4 = x.reshape(geometry.input_shape4), y.reshape(geometry.output_shape4)
-            if geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
-                _depthwise(x4, weight, bias, y4, geometry)
-            elif _grouped_forward_routed(geometry, _geometry.dtype_name(x.dtype), precision):
-                _grouped_forward(x4, weight, bias, y4, geometry)
-            elif not (
-                _fold(x4, weight, bias, y4, geometry)
-                or _window_fill(x4, weight, bias, y4, geometry, precision)
-                or _direct(x4, weight, bias, y4, geometry, precision)
-            ):
-                _gemm(x4, weight, bias, y4, geometry, "forward", precision)
+
+            def run():
+                if geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
+                    _depthwise(x4, weight, bias, y4, geometry)
+                elif _grouped_forward_routed(geometry, _geometry.dtype_name(x.dtype), precision):
+                    _grouped_forward(x4, weight, bias, y4, geometry)
+                elif not (
+                    _fold(x4, weight, bias, y4, geometry)
+                    or _window_fill(x4, weight, bias, y4, geometry, precision)
+                    or _direct(x4, weight, bias, y4, geometry, precision)
+                ):
+                    _gemm(x4, weight, bias, y4, geometry, "forward", precision)
+
+            remember = USE_REMEMBERED_FORWARD and fast_key is not None and out is None and not _autotune.enabled()
+            if remember and all(a is b for a, b in zip((x, weight, bias), given)):
+                _remember_forward(fast_key, run, x, weight, bias, y)
+            else:
+                run()
         return y
 
 

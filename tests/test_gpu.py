@@ -1964,6 +1964,123 @@ def test_fast_forward_follows_settings(monkeypatch):
     assert cupy.array_equal(cupyconv.conv_transpose1d(x, w), y) and answered == [False]
 
 
+# The remembered forward call (_cuda.USE_REMEMBERED_FORWARD): the bench
+# problems at a smaller batch or length, so that each reaches its route
+# (conv_window and its fill, conv_wgmma, conv_fold, the grouped and depthwise
+# kernels, conv_direct, conv_gemm) past the small-call path.
+REMEMBERED_CASES = [
+    Case("rem_p1", 1, 2, 32, 64, (5,), (4096,), dilation=3),
+    Case("rem_p2", 1, 1, 128, 128, (3,), (4096,)),
+    Case("rem_p3", 1, 2, 64, 32, (5,), (4096,), stride=2, padding=1, output_padding=1, groups=4),
+    Case("rem_p4", 1, 2, 32, 64, (3,), (4096,), stride=2, padding=1, dilation=2),
+    Case("rem_p5", 2, 2, 32, 64, (3, 3), (16, 32), stride=5, padding=1, dilation=2),
+    Case("rem_x1", 1, 2, 256, 256, (4,), (1024,), stride=2, padding=1, groups=256),
+    Case("rem_x2", 1, 1, 512, 256, (16,), (512,), stride=8, padding=4),
+    Case("rem_x3", 1, 1, 64, 64, (1024,), (512,), stride=256, padding=384),
+    Case("rem_unbatched", 1, None, 32, 64, (3,), (4096,), stride=2, padding=1, dilation=2, bias=False),
+]
+
+
+def _remember_spies(monkeypatch):
+    """(names of the kernels _cuda._launch ran, calls of the packed GEMM
+    weight, which a recording cannot replay)."""
+    from cupyconv import _cuda
+
+    launched, packs = [], []
+    launch, pack = _cuda._launch, _kernels.pack_gemm_weight
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (launched.append(plan.name), launch(plan, arrays))[1])
+    monkeypatch.setattr(_kernels, "pack_gemm_weight", lambda *args: (packs.append(1), pack(*args))[1])
+    return launched, packs
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
+@pytest.mark.parametrize("case", REMEMBERED_CASES, ids=str)
+def test_remembered_forward_replays_routes(case, mode, monkeypatch):
+    """The third call of a signature checks a recording of the second; from
+    the fourth on the call replays it without a launch through _launch.  On
+    fresh inputs, in poisoned memory (output and temporaries), on the
+    default stream and on another one, the replay gives bitwise what the
+    checked path gives.  Only the packed GEMM weight (CuPy operations) keeps a
+    call from being remembered."""
+    from cupyconv import _api, _cuda
+
+    dtype_name, precision = mode
+    dtype = numpy_dtype(dtype_name)
+    rng = numpy.random.default_rng(31)
+    x, w, b = (_to_gpu(a, dtype) for a in case.arrays(rng, dtype))
+    fn = _ops(case).forward
+    launched, packs = _remember_spies(monkeypatch)
+    _api._FAST_FORWARD.clear()
+    _cuda._REMEMBER_SEEN.clear()
+    first = fn(x, w, b, **case.kwargs, precision=precision)
+    assert first.size >= _cuda.SMALL_FORWARD_MAX_OUTPUT
+    names = list(launched)
+    for _ in range(2):
+        assert cupy.array_equal(fn(x, w, b, **case.kwargs, precision=precision), first)
+    assert launched == names * 3
+    if packs:
+        assert not _api._FAST_FORWARD  # the packed GEMM weight: every call checked
+        return
+    (key,) = _api._FAST_FORWARD
+    assert isinstance(_api._FAST_FORWARD[key], _cuda._ReplayForward)
+    del launched[:]
+    x2, w2, b2 = (_to_gpu(a, dtype) for a in case.arrays(numpy.random.default_rng(32), dtype))
+    with poisoned_allocations():
+        replayed = fn(x2, w2, b2, **case.kwargs, precision=precision)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            on_stream = fn(x2, w2, b2, **case.kwargs, precision=precision)
+        stream.synchronize()
+    assert not launched  # replayed: no launch went through _launch
+    replay = _api._FAST_FORWARD.pop(key)
+    with poisoned_allocations():
+        checked = fn(x2, w2, b2, **case.kwargs, precision=precision)
+    assert launched == names and not _api._FAST_FORWARD
+    assert replayed.shape == checked.shape == first.shape and replayed.dtype == checked.dtype
+    assert not bool(cupy.isnan(checked.astype(numpy.float32)).any())
+    assert cupy.array_equal(replayed, checked) and cupy.array_equal(on_stream, checked)
+    assert not cupy.array_equal(checked, first)  # fresh inputs, a fresh result
+    # an input one element past an aligned block (same shape and strides, so
+    # the same key): the replay stands aside and the checked path takes the
+    # call (which may route it to a kernel without 16-byte loads)
+    _api._FAST_FORWARD[key] = replay
+    flat = cupy.empty(x2.size + 4, dtype=x2.dtype)
+    shifted = flat[1 : 1 + x2.size].reshape(x2.shape)
+    shifted[...] = x2
+    del launched[:]
+    moved = fn(shifted, w2, b2, **case.kwargs, precision=precision).astype(numpy.float64)
+    assert launched  # the checked path ran
+    assert _api._FAST_FORWARD.get(key) is replay
+    reference64 = checked.astype(numpy.float64)
+    assert float(abs(moved - reference64).max()) <= 1e-2 * float(abs(reference64).max())
+
+
+def test_remembered_forward_follows_settings(monkeypatch):
+    """A replay recorded before a setting changed (here USE_WINDOW_FILL, as a
+    user or a test sets it) forgets itself: the next calls take the checked
+    path, which routes by the new setting, and a new recording is made."""
+    from cupyconv import _api, _cuda
+
+    case = next(c for c in REMEMBERED_CASES if c.name == "rem_p4")
+    x, w, b = (_to_gpu(a, numpy.float16) for a in case.arrays(numpy.random.default_rng(33), numpy.float16))
+    _api._FAST_FORWARD.clear()
+    _cuda._REMEMBER_SEEN.clear()
+    y = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
+    for _ in range(2):  # recorded, then checked
+        cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
+    (key,) = _api._FAST_FORWARD
+    launched, _ = _remember_spies(monkeypatch)
+    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", not _cuda.USE_WINDOW_FILL)
+    other = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
+    assert launched and key not in _api._FAST_FORWARD
+    assert cupy.allclose(other.astype(numpy.float32), y.astype(numpy.float32), rtol=2e-2, atol=2e-2)
+    for _ in range(2):
+        assert cupy.array_equal(cupyconv.conv_transpose1d(x, w, b, **case.kwargs), other)
+    assert isinstance(_api._FAST_FORWARD.get(key), _cuda._ReplayForward)
+    count = len(launched)
+    assert cupy.array_equal(cupyconv.conv_transpose1d(x, w, b, **case.kwargs), other) and len(launched) == count
+
+
 # conv_direct, forced onto every case (small calls included): a row tail of
 # channels in each tile, a long row (several column tiles), strides 1 to 6,
 # groups, no bias, a 2D P5-like stride-5 problem and a P4-like 1D one.

@@ -1,0 +1,111 @@
+"""The remembered forward call (_cuda.USE_REMEMBERED_FORWARD) without a GPU:
+how a recording maps each launch's pointers onto the call's arrays, its
+temporaries and the constants, when it refuses to remember, and the module
+watch that forgets recordings when a setting changes.  tests/test_gpu.py
+replays recordings of every routed kernel on the GPU."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy
+import pytest
+
+pytest.importorskip("cupy")
+
+from cupyconv import _api, _cuda, _kernels
+
+
+def _array(pointer, nbytes, shape=(1,), dtype=numpy.float32):
+    """What _replay_of reads of a CuPy array: its pointer, size, shape, dtype and device."""
+    return SimpleNamespace(data=SimpleNamespace(ptr=pointer, device_id=0), nbytes=nbytes, shape=shape, dtype=dtype)
+
+
+def _recorder(launches, allocations, unsafe=False):
+    """A _Recorder's state: launches as (packed, arrays), allocations as
+    (pointer, size, launches made before it)."""
+    return SimpleNamespace(launches=launches, allocations=allocations, unsafe=unsafe)
+
+
+X, W, B, Y = _array(0x10000, 4096), _array(0x20000, 1024), _array(0x30000, 64), _array(0x40000, 65536, shape=(2, 8, 1024))
+
+
+def test_replay_maps_every_pointer():
+    """Arrays of the call become (name, byte offset), pool allocations
+    temporaries (a view at its offset), memoized tables constants."""
+    table = _array(0x90000, 256)
+    _cuda._CONSTANT_POINTERS.add(table.data.ptr)
+    try:
+        workspace = _array(0x50000, 8192)
+        view = _array(0x50000 + 512, 1024)  # a view into the workspace
+        first, second = object(), object()
+        recorder = _recorder(
+            [(first, (W, workspace)), (second, (_array(X.data.ptr + 256, 8), view, None, B, Y, table))],
+            [(0x50000, 8192, 0)],
+        )
+        replay = _cuda._replay_of("key", recorder, X, W, B, Y, settings=7)
+    finally:
+        _cuda._CONSTANT_POINTERS.discard(table.data.ptr)
+    assert replay is not None
+    assert replay.steps == [
+        (first, (("w", 0), ("t", 0, 0))),
+        (second, (("x", 256), ("t", 0, 512), None, ("b", 0), ("y", 0), ("c", table.data.ptr))),
+    ]
+    assert replay.temporaries == [8192] and replay.constants == [table]
+    assert (replay.shape, replay.dtype, replay.device, replay.settings) == (Y.shape, Y.dtype, 0, 7)
+    assert replay.alignment == (0, 0, 0)
+
+
+def test_replay_follows_reused_blocks():
+    """A pool block freed and handed out again within the call is two
+    temporaries: each launch reads the allocation that was live when it ran."""
+    small, large = _array(0x50000, 512), _array(0x50000, 4096)
+    a, b, c = object(), object(), object()
+    recorder = _recorder(
+        [(a, (X, small)), (b, (small, Y)), (c, (large, Y))],
+        [(0x50000, 512, 0), (0x50000, 4096, 2)],  # the second made after two launches
+    )
+    replay = _cuda._replay_of("key", recorder, X, W, None, Y, settings=0)
+    assert [slots for _, slots in replay.steps] == [(("x", 0), ("t", 0, 0)), (("t", 0, 0), ("y", 0)), (("t", 1, 0), ("y", 0))]
+    assert replay.temporaries == [512, 4096]
+    assert replay.alignment == (0, 0, None)
+
+
+@pytest.mark.parametrize(
+    "recorder",
+    [
+        _recorder([(object(), (X, _array(0x70000, 16), Y))], []),  # an array the call did not make (a cached copy)
+        _recorder([(object(), (X, _array(0x50000, 16), Y))], [(0x50000, 16, 1)]),  # allocated only after the launch
+        _recorder([(object(), (X, W, Y))], [], unsafe=True),  # a route ran CuPy operations
+        _recorder([], []),  # nothing launched
+    ],
+    ids=["foreign", "later", "unsafe", "empty"],
+)
+def test_replay_refused(recorder):
+    assert _cuda._replay_of("key", recorder, X, W, B, Y, settings=0) is None
+
+
+def test_alignment_is_part_of_the_recording():
+    """A replay recorded with aligned arrays stands aside for an input that
+    sits elsewhere within 256 bytes (the routes choose 16-byte loads by it)."""
+    assert _cuda._alignment(_array(0x10004, 16), W, None) == (4, 0, None)
+    assert _cuda._alignment(X, _array(0x20100, 16), _array(0x30010, 16)) == (0, 0, 16)
+
+
+def test_settings_forget_recordings(monkeypatch):
+    """Setting or deleting any attribute of _cuda or _kernels (a flag, a
+    test's monkeypatch, a spy) moves _SETTINGS on; a replay made under other
+    settings drops itself from _api._FAST_FORWARD and returns None, so the
+    call takes the checked path."""
+    assert isinstance(_cuda, _cuda._WatchedModule) and isinstance(_kernels, _cuda._WatchedModule)
+    replay = _cuda._ReplayForward("k", [], [], (1,), numpy.float32, 0, [], _cuda._SETTINGS[0], (0, 0, None))
+    monkeypatch.setitem(_api._FAST_FORWARD, "k", replay)
+    monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 3)
+    before = _cuda._SETTINGS[0]
+    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", not _cuda.USE_WINDOW_FILL)
+    assert _cuda._SETTINGS[0] == before + 1
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    monkeypatch.delattr(_kernels, "GROUPED_TILES")
+    assert _cuda._SETTINGS[0] == before + 3
+    assert replay(X, W, None) is None
+    assert "k" not in _api._FAST_FORWARD and "k" not in _cuda._REMEMBER_SEEN
