@@ -35,6 +35,10 @@ def _require(kind: str, require: Optional[str]):
 # Filled by _cuda, which sets _CUPY_NDARRAY on import.
 _FAST_FORWARD: dict = {}
 _CUPY_NDARRAY = None
+# Larger calls are remembered as a replay of their launches once checked
+# (_cuda._remember): forward calls in _FAST_FORWARD under the same key,
+# backward calls here under _fast_backward_key's.
+_FAST_BACKWARD: dict = {}
 
 
 def _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
@@ -57,6 +61,20 @@ def _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding
         weight.shape, weight.strides, weight.dtype, weight.data.device_id, b,
         stride, padding, output_padding, groups, dilation, precision,
     )  # fmt: skip
+
+
+def _fast_backward_key(spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision):
+    """The key of a CuPy backward call in _FAST_BACKWARD, or None for calls
+    that always take the checked path (as _fast_key; an output_mask that is
+    not a tuple or list of three bools)."""
+    if type(grad_output) is not _CUPY_NDARRAY or type(input) is not _CUPY_NDARRAY:
+        return None
+    if type(output_mask) not in (tuple, list) or len(output_mask) != 3 or not all(type(m) is bool for m in output_mask):
+        return None
+    key = _fast_key(spatial_dims, input, weight, None, stride, padding, output_padding, groups, dilation, precision)
+    if key is None:
+        return None
+    return key + (grad_output.shape, grad_output.strides, grad_output.dtype, grad_output.data.device_id, tuple(output_mask))
 
 
 def conv_transpose(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, precision, require=None):
@@ -83,6 +101,14 @@ def conv_transpose(spatial_dims, input, weight, bias, stride, padding, output_pa
 def conv_transpose_backward(
     spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision, require=None
 ):
+    key = None
+    if require is None:
+        key = _fast_backward_key(spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision)
+        fast = _FAST_BACKWARD.get(key) if key is not None else None
+        if fast is not None:
+            grads = fast(grad_output, input, weight)
+            if grads is not None:
+                return grads
     kind = _geometry.check_arrays([("grad_output", grad_output), ("input", input), ("weight", weight)])
     geometry = _geometry.geometry_of(spatial_dims, input.shape, weight.shape, None, stride, padding, output_padding, groups, dilation)
     _geometry.check_grad_output(geometry, grad_output.shape)
@@ -92,7 +118,7 @@ def conv_transpose_backward(
     if kind == "cupy":
         from . import _cuda
 
-        return _cuda.backward(grad_output, input, weight, geometry, output_mask, precision)
+        return _cuda.backward(grad_output, input, weight, geometry, output_mask, precision, fast_key=key)
     gy4 = numpy.ascontiguousarray(grad_output).reshape(geometry.output_shape4)
     x4 = numpy.ascontiguousarray(input).reshape(geometry.input_shape4)
     w4 = numpy.ascontiguousarray(weight).reshape(geometry.weight_shape4)

@@ -1291,24 +1291,27 @@ def _remember_fast(key, bound: _Bound, y) -> None:
     _api._FAST_FORWARD[key] = _FastForward(bound, y.shape, y.dtype, y.data.device_id)
 
 
-# Remembered forward calls.  Past the small launches above, a forward call
-# spends 40-60 us of host time on its checks and routing before its first
-# launch (perf notes v30: X3 "tf32" 53 us a call, the GPU idle for 41-45 us of
-# a 0.39 ms call), the same every time for the same signature.  A call's
-# launches are recorded on the second call of a signature (the key of
-# _api._fast_key; the first fills the caches) and checked on the third: the
-# recording, replayed into outputs and temporaries filled with 0xFF bytes
-# first, must give the checked path's output bit for bit.  From the fourth
-# call on the key goes to the replay (_api._FAST_FORWARD), which allocates the
-# output and the temporaries and launches.  A recording is kept only where
-# every array a launch took is the call's input, weight, bias or output, a
+# Remembered calls.  Past the small launches above, a forward call spends
+# 40-60 us of host time on its checks and routing before its first launch,
+# a backward call 75-115 us (perf notes v30, v31: X3 "tf32" forward 53 us a
+# call, the GPU idle for 41-45 us of a 0.39 ms call), the same every time for
+# the same signature.  A call's launches are recorded on the second call of a
+# signature (the key of _api._fast_key or _api._fast_backward_key; the first
+# fills the caches) and checked on the third: the recording, replayed into
+# outputs and temporaries filled with 0xFF bytes first, must give the
+# checked path's outputs bit for bit.  From the fourth call on the key goes
+# to the replay (_api._FAST_FORWARD, _api._FAST_BACKWARD), which allocates
+# the outputs and the temporaries and launches.  A recording is kept only
+# where every array a launch took is an input or an output of the call, a
 # temporary allocated in the call (seen by a CuPy MemoryHook), or a constant
-# (_CONSTANT_POINTERS), and no route ran CuPy operations (the packed GEMM
-# weight marks itself unsafe).  False: every call takes the checked path.
-# A setting changed on this module or on _kernels (USE_WGMMA = False, a
-# test's monkeypatch, a spy on _launch) moves _SETTINGS[0] on, and a recording
-# made before no longer runs.
+# (_CONSTANT_POINTERS), where every output made in the call is a whole pool
+# allocation, and where no route ran CuPy operations (the packed GEMM weight
+# marks itself unsafe).  False: every call takes the checked path.  A
+# setting changed on this module or on _kernels (USE_WGMMA = False, a test's
+# monkeypatch, a spy on _launch) moves _SETTINGS[0] on, and a recording made
+# before no longer runs.
 USE_REMEMBERED_FORWARD = True
+USE_REMEMBERED_BACKWARD = True
 _SETTINGS = [0]
 
 
@@ -1330,7 +1333,7 @@ _REMEMBER_CANDIDATES: dict = {}  # key -> the recording to check
 
 class _Recorder(cupy.cuda.MemoryHook):
     """Collects the launches (_launch) and the memory-pool allocations of one
-    forward call on this thread."""
+    call on this thread."""
 
     name = "cupyconv_recorder"
 
@@ -1349,55 +1352,76 @@ class _Recorder(cupy.cuda.MemoryHook):
         return super().__exit__(*args)
 
 
-class _ReplayForward:
-    """A recorded forward call (see USE_REMEMBERED_FORWARD): `steps` are
+def _alignment(arrays) -> tuple:
+    """Where the arrays sit within 256 bytes (routes read inputs with
+    16-byte loads where they are aligned so)."""
+    return tuple(None if a is None else a.data.ptr % 256 for a in arrays)
+
+
+class _Replay:
+    """A recorded call (see USE_REMEMBERED_FORWARD): `steps` are
     (_PackedArguments, slots) with a slot per array argument: None (a null
-    pointer), ("x" | "w" | "b" | "y", byte offset), ("t", temporary, byte
-    offset) or ("c", pointer).  Returns None where the current device, a
-    setting (_SETTINGS) or autotuning is not as recorded."""
+    pointer), ("i", input, byte offset), ("o", output, byte offset), ("t",
+    temporary, byte offset) or ("c", pointer).  `outputs`: (shape, dtype) of
+    each output, None where the call returned None.  Called with the inputs
+    (forward: x, weight, bias; backward: grad_output, x, weight), it returns
+    the outputs (forward: the one), or None where the current device, a
+    setting (_SETTINGS), autotuning or the inputs' alignment is not as
+    recorded."""
 
-    def __init__(self, key, steps, temporaries, shape, dtype, device: int, constants, settings: int, alignment):
-        self.key, self.steps, self.temporaries, self.shape, self.dtype, self.device = key, steps, temporaries, shape, dtype, device
-        self.constants, self.settings = constants, settings  # constants: kept alive
-        self.alignment = alignment  # _alignment of the recorded call's arrays: routes test it (16-byte loads)
+    def __init__(self, key, table: dict, steps, temporaries, outputs, device: int, constants, settings: int, alignment):
+        self.key, self.table, self.steps, self.temporaries, self.outputs = key, table, steps, temporaries, outputs
+        self.device, self.constants, self.settings, self.alignment = device, constants, settings, alignment  # constants: kept alive
 
-    def run(self, x, weight, bias, poison: bool = False):
-        y = cupy.empty(self.shape, self.dtype)
+    def run(self, inputs, poison: bool = False):
+        outputs = [None if o is None else cupy.empty(*o) for o in self.outputs]
         temporaries = [cupy.empty(size, dtype=numpy.uint8) for size in self.temporaries]
         if poison:  # what no launch writes stays 0xFF bytes (NaN in every float type)
-            y.view(numpy.uint8).fill(255)
-            for t in temporaries:
-                t.fill(255)
-        base = {"x": x.data.ptr, "w": weight.data.ptr, "b": 0 if bias is None else bias.data.ptr, "y": y.data.ptr}
+            for a in outputs + temporaries:
+                if a is not None:
+                    a.view(numpy.uint8).fill(255)
+        pointers = {
+            "i": [0 if a is None else a.data.ptr for a in inputs],
+            "o": [0 if a is None else a.data.ptr for a in outputs],
+            "t": [a.data.ptr for a in temporaries],
+        }
         for packed, slots in self.steps:
-            packed.launch_pointers(
-                [0 if slot is None else slot[1] if slot[0] == "c" else
-                 temporaries[slot[1]].data.ptr + slot[2] if slot[0] == "t" else base[slot[0]] + slot[1] for slot in slots]
-            )  # fmt: skip
-        return y
+            packed.launch_pointers([0 if slot is None else slot[1] if slot[0] == "c" else pointers[slot[0]][slot[1]] + slot[2] for slot in slots])
+        return outputs
 
-    def __call__(self, x, weight, bias):
+    def __call__(self, *inputs):
         if _SETTINGS[0] != self.settings:  # recorded under other settings: forgotten, to be recorded again
-            _api._FAST_FORWARD.pop(self.key, None)
+            self.table.pop(self.key, None)
             _REMEMBER_SEEN.pop(self.key, None)
             return None
-        if cupy.cuda.runtime.getDevice() != self.device or _autotune.enabled() or _alignment(x, weight, bias) != self.alignment:
+        if cupy.cuda.runtime.getDevice() != self.device or _autotune.enabled() or _alignment(inputs) != self.alignment:
             return None
-        return self.run(x, weight, bias)
+        outputs = self.run(inputs)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def _alignment(x, weight, bias) -> tuple:
-    """Where the arrays sit within 256 bytes (the routes read x and the
-    weight with 16-byte loads where they are aligned so)."""
-    return (x.data.ptr % 256, weight.data.ptr % 256, None if bias is None else bias.data.ptr % 256)
-
-
-def _replay_of(key, recorder: _Recorder, x, weight, bias, y, settings: int):
-    """The recorded call as a _ReplayForward, or None where it cannot be
-    replayed (see USE_REMEMBERED_FORWARD)."""
+def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings: int):
+    """The recorded call as a _Replay, or None where it cannot be replayed
+    (see USE_REMEMBERED_FORWARD)."""
     if recorder.unsafe or not recorder.launches:
         return None
-    ranges = [(name, a.data.ptr, a.nbytes) for name, a in (("y", y), ("x", x), ("w", weight), ("b", bias)) if a is not None]
+    ranges = [(kind, k, a.data.ptr, a.nbytes) for kind, arrays in (("o", outputs), ("i", inputs)) for k, a in enumerate(arrays) if a is not None]
+
+    def allocation(pointer, before):  # the newest allocation made before launch `before` that holds the pointer (the pool reuses freed blocks)
+        return next(
+            (i for i in reversed(range(len(recorder.allocations)))
+             if recorder.allocations[i][2] <= before and recorder.allocations[i][0] <= pointer < recorder.allocations[i][0] + max(recorder.allocations[i][1], 1)),
+            None,
+        )  # fmt: skip
+
+    for a in outputs:  # an output made in the call must be its whole allocation (the replay allocates it alone)
+        if a is None:
+            continue
+        if not a.flags.c_contiguous:
+            return None
+        made = allocation(a.data.ptr, len(recorder.launches))
+        if made is not None and recorder.allocations[made][:2] != (a.data.ptr, a.nbytes):
+            return None
     steps, constants, temporaries, used = [], [], [], {}  # used: allocation index -> temporary index
     for launch, (packed, arrays) in enumerate(recorder.launches):
         slots = []
@@ -1406,13 +1430,9 @@ def _replay_of(key, recorder: _Recorder, x, weight, bias, y, settings: int):
                 slots.append(None)
                 continue
             pointer = a.data.ptr
-            slot = next(((name, pointer - start) for name, start, size in ranges if start <= pointer < start + max(size, 1)), None)
-            if slot is None:  # the newest allocation made before this launch that holds the pointer (the pool reuses freed blocks)
-                found = next(
-                    (i for i in reversed(range(len(recorder.allocations)))
-                     if recorder.allocations[i][2] <= launch and recorder.allocations[i][0] <= pointer < recorder.allocations[i][0] + max(recorder.allocations[i][1], 1)),
-                    None,
-                )  # fmt: skip
+            slot = next(((kind, k, pointer - start) for kind, k, start, size in ranges if start <= pointer < start + max(size, 1)), None)
+            if slot is None:
+                found = allocation(pointer, launch)
                 if found is not None:
                     if found not in used:
                         used[found] = len(temporaries)
@@ -1425,13 +1445,15 @@ def _replay_of(key, recorder: _Recorder, x, weight, bias, y, settings: int):
                 return None
             slots.append(slot)
         steps.append((packed, tuple(slots)))
-    return _ReplayForward(key, steps, temporaries, y.shape, y.dtype, y.data.device_id, constants, settings, _alignment(x, weight, bias))
+    shapes = [None if a is None else (a.shape, a.dtype) for a in outputs]
+    device = next(a.data.device_id for a in inputs if a is not None)
+    return _Replay(key, table, steps, temporaries, shapes, device, constants, settings, _alignment(inputs))
 
 
-def _remember_forward(key, run, x, weight, bias, y):
-    """Runs `run()` (the checked path writing y), recording it or checking a
-    recording of `key` on the calls where that is due (see
-    USE_REMEMBERED_FORWARD)."""
+def _remember(key, table: dict, run, inputs):
+    """Runs `run()` (the checked path; it returns the call's outputs),
+    recording it or checking a recording of `key` on the calls where that is
+    due, into `table` (see USE_REMEMBERED_FORWARD).  Returns the outputs."""
     seen = _REMEMBER_SEEN.get(key, 0)
     if len(_REMEMBER_SEEN) >= 1024:
         _REMEMBER_SEEN.clear()
@@ -1440,19 +1462,24 @@ def _remember_forward(key, run, x, weight, bias, y):
     if seen == 1:
         settings = _SETTINGS[0]
         with _Recorder() as recorder:
-            run()
-        replay = _replay_of(key, recorder, x, weight, bias, y, settings)
+            outputs = run()
+        replay = _replay_of(key, table, recorder, inputs, outputs, settings)
         if replay is not None:
             _REMEMBER_CANDIDATES[key] = replay
-        return
-    run()
+        return outputs
+    outputs = run()
     replay = _REMEMBER_CANDIDATES.pop(key, None)
-    if seen == 2 and replay is not None and replay.settings == _SETTINGS[0] and replay.alignment == _alignment(x, weight, bias):
-        again = replay.run(x, weight, bias, poison=True)
-        if bool(cupy.array_equal(again.view(numpy.uint8), y.view(numpy.uint8))):
-            if len(_api._FAST_FORWARD) >= 1024:
-                _api._FAST_FORWARD.clear()
-            _api._FAST_FORWARD[key] = replay
+    if seen == 2 and replay is not None and replay.settings == _SETTINGS[0] and replay.alignment == _alignment(inputs):
+        again = replay.run(inputs, poison=True)
+        same = all(
+            (a is None) == (b is None) and (a is None or bool(cupy.array_equal(a.view(numpy.uint8), b.view(numpy.uint8))))
+            for a, b in zip(again, outputs)
+        )  # fmt: skip
+        if same:
+            if len(table) >= 1024:
+                table.clear()
+            table[key] = replay
+    return outputs
 
 
 def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None):
@@ -1504,14 +1531,14 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                     _gemm(x4, weight, bias, y4, geometry, "forward", precision)
 
             remember = USE_REMEMBERED_FORWARD and fast_key is not None and out is None and not _autotune.enabled()
-            if remember and all(a is b for a, b in zip((x, weight, bias), given)):
-                _remember_forward(fast_key, run, x, weight, bias, y)
+            if remember and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made
+                _remember(fast_key, _api._FAST_FORWARD, lambda: (run(), (y,))[1], (x, weight, bias))
             else:
                 run()
         return y
 
 
-def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out=(None, None, None)):
+def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out=(None, None, None), fast_key=None):
     """(grad_input, grad_weight, grad_bias) on CuPy arrays, None where masked;
     each written into the matching entry of `out` when that is given.
 
@@ -1532,38 +1559,50 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     grad_weight_phase for large float32 1D problems whose taps land on one
     phase of grad_output).  float32 "highest" runs the taps kernels,
     conv_window and grad_weight_phase as 3xTF32, the other kernels on CUDA
-    cores.  grad_bias is its own split reduction."""
-    want_input, want_weight, want_bias = output_mask
+    cores.  grad_bias is its own split reduction.  A call with `fast_key`
+    (_api._fast_backward_key) may be remembered (USE_REMEMBERED_BACKWARD)."""
+    remember = (
+        USE_REMEMBERED_BACKWARD and fast_key is not None and not any(o is not None for o in out) and not _autotune.enabled()
+        and grad_output.flags.c_contiguous and x.flags.c_contiguous and weight.flags.c_contiguous
+    )  # fmt: skip
     with grad_output.device:
-        gy4 = _contiguous4(grad_output, geometry.output_shape4)
-        grad_input = grad_weight = grad_bias = None
-        if (want_input or want_weight) and _depthwise_backward_applies(geometry):
-            # one pass for both; grad_bias below
-            grad_input, grad_weight = _depthwise_backward(
-                gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
-            )
-            want_input = want_weight = False
-        if (want_input or want_weight) and _grouped_backward_routed(geometry, _geometry.dtype_name(gy4.dtype)):
-            grad_input, grad_weight = _grouped_backward(
-                gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
-            )
-            want_input = want_weight = False
-        phase = _phase_backward_routed(geometry, _geometry.dtype_name(gy4.dtype)) if want_input or want_weight else None
-        if phase is not None:  # a stride-1 problem on one phase of grad_output
-            sub = phase[0]
-            sub_gy4 = _phase_grad_output(gy4, geometry, *phase)
-            if want_input:
-                grad_input = _grad_input(sub_gy4, cupy.ascontiguousarray(weight), sub, precision, out[0])
-            if want_weight:
-                grad_weight = _grad_weight(sub_gy4, _contiguous4(x, geometry.input_shape4), sub, precision, out[1])
-            want_input = want_weight = False
+        if remember:  # no copies are made of contiguous inputs
+            return tuple(_remember(fast_key, _api._FAST_BACKWARD, lambda: _backward(grad_output, x, weight, geometry, output_mask, precision, out), (grad_output, x, weight)))
+        return _backward(grad_output, x, weight, geometry, output_mask, precision, out)
+
+
+def _backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out):
+    """backward's checked path, on grad_output's device."""
+    want_input, want_weight, want_bias = output_mask
+    gy4 = _contiguous4(grad_output, geometry.output_shape4)
+    grad_input = grad_weight = grad_bias = None
+    if (want_input or want_weight) and _depthwise_backward_applies(geometry):
+        # one pass for both; grad_bias below
+        grad_input, grad_weight = _depthwise_backward(
+            gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
+        )
+        want_input = want_weight = False
+    if (want_input or want_weight) and _grouped_backward_routed(geometry, _geometry.dtype_name(gy4.dtype)):
+        grad_input, grad_weight = _grouped_backward(
+            gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
+        )
+        want_input = want_weight = False
+    phase = _phase_backward_routed(geometry, _geometry.dtype_name(gy4.dtype)) if want_input or want_weight else None
+    if phase is not None:  # a stride-1 problem on one phase of grad_output
+        sub = phase[0]
+        sub_gy4 = _phase_grad_output(gy4, geometry, *phase)
         if want_input:
-            grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
+            grad_input = _grad_input(sub_gy4, cupy.ascontiguousarray(weight), sub, precision, out[0])
         if want_weight:
-            grad_weight = _grad_weight(gy4, _contiguous4(x, geometry.input_shape4), geometry, precision, out[1])
-        if want_bias:
-            grad_bias = _grad_bias(gy4, geometry, out[2])
-        return grad_input, grad_weight, grad_bias
+            grad_weight = _grad_weight(sub_gy4, _contiguous4(x, geometry.input_shape4), sub, precision, out[1])
+        want_input = want_weight = False
+    if want_input:
+        grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
+    if want_weight:
+        grad_weight = _grad_weight(gy4, _contiguous4(x, geometry.input_shape4), geometry, precision, out[1])
+    if want_bias:
+        grad_bias = _grad_bias(gy4, geometry, out[2])
+    return grad_input, grad_weight, grad_bias
 
 
 # The backward pass of a 1D problem whose dilation is a multiple of its stride

@@ -2022,7 +2022,7 @@ def test_remembered_forward_replays_routes(case, mode, monkeypatch):
         assert not _api._FAST_FORWARD  # the packed GEMM weight: every call checked
         return
     (key,) = _api._FAST_FORWARD
-    assert isinstance(_api._FAST_FORWARD[key], _cuda._ReplayForward)
+    assert isinstance(_api._FAST_FORWARD[key], _cuda._Replay)
     del launched[:]
     x2, w2, b2 = (_to_gpu(a, dtype) for a in case.arrays(numpy.random.default_rng(32), dtype))
     with poisoned_allocations():
@@ -2076,9 +2076,120 @@ def test_remembered_forward_follows_settings(monkeypatch):
     assert cupy.allclose(other.astype(numpy.float32), y.astype(numpy.float32), rtol=2e-2, atol=2e-2)
     for _ in range(2):
         assert cupy.array_equal(cupyconv.conv_transpose1d(x, w, b, **case.kwargs), other)
-    assert isinstance(_api._FAST_FORWARD.get(key), _cuda._ReplayForward)
+    assert isinstance(_api._FAST_FORWARD.get(key), _cuda._Replay)
     count = len(launched)
     assert cupy.array_equal(cupyconv.conv_transpose1d(x, w, b, **case.kwargs), other) and len(launched) == count
+
+
+def _grads_equal(a, b) -> bool:
+    return all((x is None) == (y is None) and (x is None or bool(cupy.array_equal(x, y))) for x, y in zip(a, b))
+
+
+# every case and mode with the whole mask; partial masks on three cases in
+# every dtype's first mode (float32 "highest", float64, float16, bfloat16)
+REMEMBER_BACKWARD_PARAMS = [(c, m, (True, True, True)) for c in REMEMBERED_CASES for m in MODES] + [
+    (c, m, mask)
+    for c in REMEMBERED_CASES if c.name in ("rem_p2", "rem_x2", "rem_p4")
+    for m in MODES if m[1] == "highest"
+    for mask in ((True, False, False), (False, True, True))
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "mode", "mask"), REMEMBER_BACKWARD_PARAMS, ids=[f"{c}-{'-'.join(m)}-{''.join('1' if e else '0' for e in k)}" for c, m, k in REMEMBER_BACKWARD_PARAMS]
+)
+def test_remembered_backward_replays_routes(case, mode, mask, monkeypatch):
+    """As test_remembered_forward_replays_routes for the backward pass: the
+    fourth call of a signature replays the recording of the second, checked
+    on the third; on fresh inputs, in poisoned memory, on two streams, its
+    gradients (None where masked) are bitwise the checked path's."""
+    from cupyconv import _api, _cuda
+
+    dtype_name, precision = mode
+    dtype = numpy_dtype(dtype_name)
+    fn = _ops(case).backward
+
+    def inputs(seed):
+        rng = numpy.random.default_rng(seed)
+        x, w, _ = case.arrays(rng, dtype)
+        gy = rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape)
+        return _to_gpu(gy, dtype), _to_gpu(x, dtype), _to_gpu(w, dtype)
+
+    gy, x, w = inputs(34)
+    launched, packs = _remember_spies(monkeypatch)
+    _api._FAST_BACKWARD.clear()
+    _cuda._REMEMBER_SEEN.clear()
+    first = fn(gy, x, w, **case.kwargs, output_mask=mask, precision=precision)
+    assert [g is not None for g in first] == list(mask)
+    names = list(launched)
+    for _ in range(2):
+        assert _grads_equal(fn(gy, x, w, **case.kwargs, output_mask=mask, precision=precision), first)
+    assert launched == names * 3
+    if packs:
+        assert not _api._FAST_BACKWARD  # the packed GEMM weight: every call checked
+        return
+    (key,) = _api._FAST_BACKWARD
+    assert isinstance(_api._FAST_BACKWARD[key], _cuda._Replay)
+    del launched[:]
+    gy2, x2, w2 = inputs(35)
+    with poisoned_allocations():
+        replayed = fn(gy2, x2, w2, **case.kwargs, output_mask=mask, precision=precision)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            on_stream = fn(gy2, x2, w2, **case.kwargs, output_mask=mask, precision=precision)
+        stream.synchronize()
+    assert not launched  # replayed: no launch went through _launch
+    _api._FAST_BACKWARD.pop(key)
+    with poisoned_allocations():
+        checked = fn(gy2, x2, w2, **case.kwargs, output_mask=mask, precision=precision)
+    assert launched == names and not _api._FAST_BACKWARD
+    assert isinstance(replayed, tuple) and len(replayed) == 3
+    for r, c, f in zip(replayed, checked, first):
+        if c is not None:
+            assert r.shape == c.shape == f.shape and r.dtype == c.dtype
+            assert not bool(cupy.isnan(c.astype(numpy.float32)).any())
+            assert not cupy.array_equal(c, f)  # fresh inputs, a fresh result
+    assert _grads_equal(replayed, checked) and _grads_equal(on_stream, checked)
+
+
+def test_remembered_backward_keys(monkeypatch):
+    """A backward call is remembered under its arrays' shapes, strides and
+    dtypes, its arguments and its output_mask: another mask, a strided input
+    or a mask that is not bools takes the checked path; the torch adapter's
+    calls (outputs given) are never remembered."""
+    from cupyconv import _api, _cuda
+
+    case = next(c for c in REMEMBERED_CASES if c.name == "rem_p4")
+    rng = numpy.random.default_rng(36)
+    x, w, _ = (_to_gpu(a, numpy.float32) for a in case.arrays(rng, numpy.float32))
+    gy = cupy.asarray(rng.standard_normal(cupyconv.conv_transpose1d(x, w, **case.kwargs).shape), dtype=numpy.float32)
+    _api._FAST_BACKWARD.clear()
+    _cuda._REMEMBER_SEEN.clear()
+    grads = cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
+    for _ in range(2):  # recorded, then checked
+        cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
+    (key,) = _api._FAST_BACKWARD
+    launched, _ = _remember_spies(monkeypatch)  # (a new setting: the recording is made again)
+    for _ in range(4):
+        assert _grads_equal(cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs), grads)
+    count = len(launched)  # three checked calls; the fourth replayed
+    assert count and count % 3 == 0 and isinstance(_api._FAST_BACKWARD.get(key), _cuda._Replay)
+    assert _grads_equal(cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs), grads) and len(launched) == count
+    # a mask of ints: checked every time (and not under the bools' key)
+    for _ in range(4):
+        assert _grads_equal(cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs, output_mask=(1, 1, 1)), grads)
+    assert len(launched) == count + 4 * (count // 3) and list(_api._FAST_BACKWARD) == [key]
+    # a strided grad_output of the same shape: its own key, copied on the checked path
+    wide = cupy.empty(gy.shape[:-1] + (2 * gy.shape[-1],), dtype=gy.dtype)
+    wide[..., ::2] = gy
+    for _ in range(4):
+        assert _grads_equal(cupyconv.conv_transpose1d_backward(wide[..., ::2], x, w, **case.kwargs), grads)
+    assert list(_api._FAST_BACKWARD) == [key]
+    # another mask: its own recording
+    for _ in range(4):
+        g = cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs, output_mask=(False, False, True))
+        assert g[0] is None and g[1] is None and cupy.array_equal(g[2], grads[2])
+    assert len(_api._FAST_BACKWARD) == 2
 
 
 # conv_direct, forced onto every case (small calls included): a row tail of

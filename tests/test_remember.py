@@ -1,4 +1,4 @@
-"""The remembered forward call (_cuda.USE_REMEMBERED_FORWARD) without a GPU:
+"""Remembered calls (_cuda.USE_REMEMBERED_FORWARD, USE_REMEMBERED_BACKWARD) without a GPU:
 how a recording maps each launch's pointers onto the call's arrays, its
 temporaries and the constants, when it refuses to remember, and the module
 watch that forgets recordings when a setting changes.  tests/test_gpu.py
@@ -16,9 +16,10 @@ pytest.importorskip("cupy")
 from cupyconv import _api, _cuda, _kernels
 
 
-def _array(pointer, nbytes, shape=(1,), dtype=numpy.float32):
-    """What _replay_of reads of a CuPy array: its pointer, size, shape, dtype and device."""
-    return SimpleNamespace(data=SimpleNamespace(ptr=pointer, device_id=0), nbytes=nbytes, shape=shape, dtype=dtype)
+def _array(pointer, nbytes, shape=(1,), dtype=numpy.float32, contiguous=True):
+    """What _replay_of reads of a CuPy array: its pointer, size, shape, dtype, layout and device."""
+    flags = SimpleNamespace(c_contiguous=contiguous)
+    return SimpleNamespace(data=SimpleNamespace(ptr=pointer, device_id=0), nbytes=nbytes, shape=shape, dtype=dtype, flags=flags)
 
 
 def _recorder(launches, allocations, unsafe=False):
@@ -43,16 +44,16 @@ def test_replay_maps_every_pointer():
             [(first, (W, workspace)), (second, (_array(X.data.ptr + 256, 8), view, None, B, Y, table))],
             [(0x50000, 8192, 0)],
         )
-        replay = _cuda._replay_of("key", recorder, X, W, B, Y, settings=7)
+        replay = _cuda._replay_of("key", {}, recorder, (X, W, B), (Y,), settings=7)
     finally:
         _cuda._CONSTANT_POINTERS.discard(table.data.ptr)
     assert replay is not None
     assert replay.steps == [
-        (first, (("w", 0), ("t", 0, 0))),
-        (second, (("x", 256), ("t", 0, 512), None, ("b", 0), ("y", 0), ("c", table.data.ptr))),
+        (first, (("i", 1, 0), ("t", 0, 0))),
+        (second, (("i", 0, 256), ("t", 0, 512), None, ("i", 2, 0), ("o", 0, 0), ("c", table.data.ptr))),
     ]
     assert replay.temporaries == [8192] and replay.constants == [table]
-    assert (replay.shape, replay.dtype, replay.device, replay.settings) == (Y.shape, Y.dtype, 0, 7)
+    assert (replay.outputs, replay.device, replay.settings) == ([(Y.shape, Y.dtype)], 0, 7)
     assert replay.alignment == (0, 0, 0)
 
 
@@ -65,41 +66,66 @@ def test_replay_follows_reused_blocks():
         [(a, (X, small)), (b, (small, Y)), (c, (large, Y))],
         [(0x50000, 512, 0), (0x50000, 4096, 2)],  # the second made after two launches
     )
-    replay = _cuda._replay_of("key", recorder, X, W, None, Y, settings=0)
-    assert [slots for _, slots in replay.steps] == [(("x", 0), ("t", 0, 0)), (("t", 0, 0), ("y", 0)), (("t", 1, 0), ("y", 0))]
+    replay = _cuda._replay_of("key", {}, recorder, (X, W, None), (Y,), settings=0)
+    assert [slots for _, slots in replay.steps] == [(("i", 0, 0), ("t", 0, 0)), (("t", 0, 0), ("o", 0, 0)), (("t", 1, 0), ("o", 0, 0))]
     assert replay.temporaries == [512, 4096]
     assert replay.alignment == (0, 0, None)
 
 
+def test_replay_of_a_backward_call():
+    """Outputs made in the call (the gradients, None where masked) are
+    outputs of the replay, not temporaries; a workspace stays a temporary."""
+    gy, gi, gw = _array(0x60000, 65536), _array(0x70000, 4096, shape=(2, 4, 128)), _array(0x80000, 1024, shape=(4, 8, 8))
+    workspace = _array(0x90000, 2048)
+    a, b, c = object(), object(), object()
+    recorder = _recorder(
+        [(a, (gy, W, gi)), (b, (gy, X, workspace)), (c, (workspace, gw))],
+        [(0x70000, 4096, 0), (0x90000, 2048, 1), (0x80000, 1024, 1)],
+    )
+    table = {}
+    replay = _cuda._replay_of("key", table, recorder, (gy, X, W), (gi, gw, None), settings=0)
+    assert [slots for _, slots in replay.steps] == [
+        (("i", 0, 0), ("i", 2, 0), ("o", 0, 0)),
+        (("i", 0, 0), ("i", 1, 0), ("t", 0, 0)),
+        (("t", 0, 0), ("o", 1, 0)),
+    ]
+    assert replay.temporaries == [2048] and replay.table is table
+    assert replay.outputs == [(gi.shape, gi.dtype), (gw.shape, gw.dtype), None]
+
+
 @pytest.mark.parametrize(
-    "recorder",
+    ("recorder", "outputs"),
     [
-        _recorder([(object(), (X, _array(0x70000, 16), Y))], []),  # an array the call did not make (a cached copy)
-        _recorder([(object(), (X, _array(0x50000, 16), Y))], [(0x50000, 16, 1)]),  # allocated only after the launch
-        _recorder([(object(), (X, W, Y))], [], unsafe=True),  # a route ran CuPy operations
-        _recorder([], []),  # nothing launched
+        (_recorder([(object(), (X, _array(0x70000, 16), Y))], []), (Y,)),  # an array the call did not make (a cached copy)
+        (_recorder([(object(), (X, _array(0x50000, 16), Y))], [(0x50000, 16, 1)]), (Y,)),  # allocated only after the launch
+        (_recorder([(object(), (X, W, Y))], [], unsafe=True), (Y,)),  # a route ran CuPy operations
+        (_recorder([], []), (Y,)),  # nothing launched
+        # an output that is part of a larger block made in the call (the replay would allocate it alone)
+        (_recorder([(object(), (X, _array(0x50000, 64)))], [(0x50000, 128, 0)]), (_array(0x50000, 64),)),
+        (_recorder([(object(), (X, _array(0x50040, 64)))], [(0x50000, 128, 0)]), (_array(0x50040, 64),)),
+        (_recorder([(object(), (X, Y))], []), (_array(Y.data.ptr, Y.nbytes, contiguous=False),)),  # not contiguous
     ],
-    ids=["foreign", "later", "unsafe", "empty"],
+    ids=["foreign", "later", "unsafe", "empty", "output-head", "output-inside", "output-strided"],
 )
-def test_replay_refused(recorder):
-    assert _cuda._replay_of("key", recorder, X, W, B, Y, settings=0) is None
+def test_replay_refused(recorder, outputs):
+    assert _cuda._replay_of("key", {}, recorder, (X, W, B), outputs, settings=0) is None
 
 
 def test_alignment_is_part_of_the_recording():
     """A replay recorded with aligned arrays stands aside for an input that
     sits elsewhere within 256 bytes (the routes choose 16-byte loads by it)."""
-    assert _cuda._alignment(_array(0x10004, 16), W, None) == (4, 0, None)
-    assert _cuda._alignment(X, _array(0x20100, 16), _array(0x30010, 16)) == (0, 0, 16)
+    assert _cuda._alignment((_array(0x10004, 16), W, None)) == (4, 0, None)
+    assert _cuda._alignment((X, _array(0x20100, 16), _array(0x30010, 16))) == (0, 0, 16)
 
 
 def test_settings_forget_recordings(monkeypatch):
     """Setting or deleting any attribute of _cuda or _kernels (a flag, a
     test's monkeypatch, a spy) moves _SETTINGS on; a replay made under other
-    settings drops itself from _api._FAST_FORWARD and returns None, so the
-    call takes the checked path."""
+    settings drops itself from its table and returns None, so the call takes
+    the checked path."""
     assert isinstance(_cuda, _cuda._WatchedModule) and isinstance(_kernels, _cuda._WatchedModule)
-    replay = _cuda._ReplayForward("k", [], [], (1,), numpy.float32, 0, [], _cuda._SETTINGS[0], (0, 0, None))
-    monkeypatch.setitem(_api._FAST_FORWARD, "k", replay)
+    replay = _cuda._Replay("k", _api._FAST_BACKWARD, [], [], [None], 0, [], _cuda._SETTINGS[0], (0, 0, None))
+    monkeypatch.setitem(_api._FAST_BACKWARD, "k", replay)
     monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 3)
     before = _cuda._SETTINGS[0]
     monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", not _cuda.USE_WINDOW_FILL)
@@ -108,4 +134,5 @@ def test_settings_forget_recordings(monkeypatch):
     monkeypatch.delattr(_kernels, "GROUPED_TILES")
     assert _cuda._SETTINGS[0] == before + 3
     assert replay(X, W, None) is None
-    assert "k" not in _api._FAST_FORWARD and "k" not in _cuda._REMEMBER_SEEN
+    assert "k" not in _api._FAST_BACKWARD and "k" not in _cuda._REMEMBER_SEEN
+
