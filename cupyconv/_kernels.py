@@ -248,7 +248,7 @@ class WgmmaTile(NamedTuple):
 
 
 WGMMA_THREADS = 256  # conv_wgmma.cu: two warpgroups
-SM90A_FILES = ("conv_wgmma.cu", "conv_fold.cu", "grad_weight_tf32.cu", "conv_tf32.cu")  # built for sm_90a (wgmma) on compute capability 9.0
+SM90A_FILES = ("conv_wgmma.cu", "conv_fold.cu", "grad_weight_tf32.cu", "conv_tf32.cu", "grad_input_overlap.cu")  # built for sm_90a (wgmma) on compute capability 9.0
 WGMMA_TILES = (WgmmaTile(128, 128), WgmmaTile(64, 256))
 WGMMA_CHUNKS = 4  # conv_wgmma.cu: 16-byte chunks of a channel slice
 WGMMA_STAGES = 3  # and its shared-memory buffers
@@ -587,6 +587,26 @@ def fold_name(dtype: str, index: str) -> str:
 
 def pack_fold_weight_name(dtype: str) -> str:
     return f"pack_fold_weight<{CUDA_TYPE[dtype]}>"
+
+
+# grad_input_overlap.cu (perf notes v32): grad_input of stride-8 1D 16-bit
+# problems of 9 to 16 taps, one wgmma k-step per output channel, B read as
+# overlapping core matrices of grad_output's rows.
+OVERLAP_THREADS = 256
+OVERLAP_BM = 128  # input channels a block
+OVERLAP_BN = 256  # input positions a block
+OVERLAP_CB = 4  # output channels a k-block
+OVERLAP_STAGES = 5
+OVERLAP_STAGE_BYTES = OVERLAP_CB * (OVERLAP_BM * 32 + (8 * OVERLAP_BN + 8) * 2 + 16)
+OVERLAP_DTYPES = ("float16", "bfloat16")
+
+
+def grad_input_overlap_name(dtype: str, index: str) -> str:
+    return f"grad_input_overlap<{CUDA_TYPE[dtype]}, {index}>"
+
+
+def pack_overlap_weight_name(dtype: str) -> str:
+    return f"pack_overlap_weight<{CUDA_TYPE[dtype]}>"
 
 
 def fold_channels_padded(in_channels: int) -> int:
@@ -1267,6 +1287,9 @@ def all_instantiations() -> List[Tuple[str, str]]:
             if dtype in FOLD_DTYPES:
                 names.append(("conv_fold.cu", fold_name(dtype, index)))
                 names += [("conv_fold.cu", pack_fold_weight_name(dtype))] if index == INDEX_TYPES[0] else []
+            if dtype in OVERLAP_DTYPES:
+                names.append(("grad_input_overlap.cu", grad_input_overlap_name(dtype, index)))
+                names += [("grad_input_overlap.cu", pack_overlap_weight_name(dtype))] if index == INDEX_TYPES[0] else []
             if dtype in GRAD_WEIGHT_WGMMA_DTYPES:
                 names += [
                     ("conv_wgmma.cu", grad_weight_wgmma_name(dtype, index, t, copy))

@@ -310,6 +310,7 @@ def _spy(monkeypatch, name, record):
     monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
     monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 0)  # float32 "highest": their 3xTF32 on short sums too
     monkeypatch.setattr(_cuda, "USE_FOLD", name == "_fold")  # routed ahead of the window kernels (stride 8, 16-bit)
+    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", False)  # routed ahead of grad_input_taps (stride 8, 16-bit)
     _no_direct(monkeypatch)
     ran, original = [], getattr(_cuda, name)
 
@@ -2190,6 +2191,45 @@ def test_remembered_backward_keys(monkeypatch):
         g = cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs, output_mask=(False, False, True))
         assert g[0] is None and g[1] is None and cupy.array_equal(g[2], grads[2])
     assert len(_api._FAST_BACKWARD) == 2
+
+
+# grad_input_overlap (not routed by default): X2-like problems with a row
+# tile, column tiles and k-blocks that end short, a kernel under 16 taps,
+# padding 0 and 8, an output_padding, an unbatched call.
+OVERLAP_CASES = [
+    Case("ov_x2", 1, 2, 256, 128, (16,), (600,), stride=8, padding=4),
+    Case("ov_short", 1, 3, 200, 30, (12,), (130,), stride=8, padding=0),
+    Case("ov_pad8_op4", 1, 1, 64, 40, (16,), (258,), stride=8, padding=8, output_padding=4, bias=False),
+    Case("ov_unbatched", 1, None, 96, 72, (12,), (64,), stride=8, padding=4),
+]
+
+
+@pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("case", OVERLAP_CASES, ids=str)
+def test_grad_input_overlap(case, mode, monkeypatch):
+    """grad_input_overlap (forced on) against float64, within twice torch's
+    error (test_backward), and the kernel ran."""
+    from cupyconv import _cuda
+
+    if _cuda._compute_capability() != 90:
+        pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
+    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    test_backward(case, mode)
+    assert any(name.startswith("grad_input_overlap<") for name in ran), ran
+
+
+def test_grad_input_overlap_declines():
+    """Problems outside its rule (a row length of grad_output not a multiple
+    of 4, stride 4) keep the other kernels."""
+    from cupyconv import _cuda, _geometry
+
+    for shape in [(1, (2, 16, 64), (16, 8, 9), 8, 4), (1, (2, 16, 64), (16, 8, 16), 4, 4)]:
+        dims, xs, ws, stride, padding = shape
+        g = _geometry.make_geometry(dims, xs, ws, None, stride, padding, 0, 1, 1)
+        fake = cupy.empty(8, dtype=numpy.float16)
+        assert not _cuda._grad_input_overlap_applies(g, "float16", fake, fake)
 
 
 # conv_direct, forced onto every case (small calls included): a row tail of

@@ -316,3 +316,21 @@ def test_grad_input_phase_constants_and_spills(arch):
     names = {_kernels.grad_input_phase_name("int", passes): passes for passes in _kernels.GRAD_INPUT_PHASE_PASSES}
     spilled = [(name, b) for name, b in _spill_bytes("grad_input_phase.cu", names, arch).items() if b > GRAD_INPUT_PHASE_SPILL[names[name]]]
     assert not spilled, f"spills: {spilled}"
+
+
+def test_grad_input_overlap_compiles_for_sm_90a_without_spills():
+    """grad_input_overlap (built for sm_90a) keeps its 128 accumulators in
+    registers with its MMAs asynchronous; and the host's copies of its
+    constants."""
+    import re
+
+    text = _kernels.source("grad_input_overlap.cu")
+    found = dict(re.findall(r"constexpr int (GI_\w+) = (\d+);", text))
+    for name in ("THREADS", "BM", "BN", "CB", "STAGES"):
+        assert int(found[f"GI_{name}"]) == getattr(_kernels, f"OVERLAP_{name}"), name
+    assert "GI_STAGE_BYTES = GI_CB * (GI_A_BYTES + GI_B_BYTES);" in text
+    assert "GI_A_BYTES = GI_BM * 32;" in text and "GI_B_BYTES = (8 * GI_BN + 8) * 2 + 16;" in text
+    names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_input_overlap.cu"]
+    kernels = [name for name in names if name.startswith("grad_input_overlap<")]
+    assert len(kernels) == len(_kernels.OVERLAP_DTYPES) * len(_kernels.INDEX_TYPES)
+    _check_asynchronous_without_spills("grad_input_overlap.cu", kernels)

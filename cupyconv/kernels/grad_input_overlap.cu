@@ -1,0 +1,176 @@
+// grad_input_overlap: grad_input of a 1D transposed convolution of stride 8
+// whose kernel has 9 to 16 taps, dilation 1 and one group, in half or
+// bfloat16, on Hopper's warpgroup tensor cores (wgmma, sm_90a): the backward
+// pass of a vocoder's upsampling layer (benchmark X2).  Not routed by
+// default yet (_cuda.USE_GRAD_INPUT_OVERLAP; perf notes v32).
+//
+// GEMM per image n: D[ci, l] = sum over (co, k) of W[ci, co, k] *
+// gy[n, co, 8 l + k - padding], taps k = 0..15 (zeros past the kernel).
+// Rows are input channels, columns input positions, the reduction the
+// output channels with all 16 of their taps: one wgmma k-step (K = 16) per
+// output channel.
+//
+// B without a copy per tap: column l of output channel co is the 16
+// consecutive elements gy[co][8 l - padding ..], and the next column's run
+// starts 8 elements (16 bytes) on.  With that stretch of grad_output's row
+// copied into shared memory as it lies (element 8 l0 - padding at a 16-byte
+// boundary), the K-major core matrix of columns l..l+7 and taps 8h..8h+7 is
+// the 128 bytes at 16 (l - l0) + 16 h: the descriptor's stride offset
+// (between 8-column groups) is 128 bytes and its leading offset (between the
+// two 8-tap halves) 16 bytes, so neighbouring core matrices overlap.  (Probed
+// on an H100 by scripts/wgmma_overlap_probe.py: bitwise the reference.)
+//
+// A block is two warpgroups (256 threads) and owns 128 input channels x
+// GI_BN = 256 positions of one image: warpgroup h issues wgmma.m64n256k16 on
+// channels 64h.. .  k-blocks of GI_CB output channels: A (the packed weight,
+// [co][ci][16 taps], 4 KB per output channel) by 16-byte cp.async, B (the
+// grad_output stretch, 8 * GI_BN + 8 elements per output channel) by 8-byte
+// cp.async (the stretch starts 8 bytes past a 16-byte boundary when padding
+// is 4 mod 8), GI_STAGES buffers loaded GI_STAGES - 2 ahead, one barrier per
+// k-block after which every warpgroup is done with k-block - 2, whose buffer
+// is refilled.
+//
+// Requirements checked by the host: compute capability 9.0 (other targets
+// compile an empty body), stride 8, padding a multiple of 4, grad_output rows
+// a multiple of 4 elements and 8-byte aligned, grad_input rows of even
+// length, and the packed weight of pack_overlap_weight (input channels padded
+// with zeros to a multiple of GI_BM).
+#include "common.cuh"
+#include "mma.cuh"
+#include "wgmma.cuh"
+
+constexpr int GI_THREADS = 256;  // two warpgroups
+constexpr int GI_BM = 128;       // input channels a block
+constexpr int GI_BN = 256;       // input positions a block
+constexpr int GI_CB = 4;         // output channels a k-block
+constexpr int GI_STAGES = 5;
+constexpr int GI_A_BYTES = GI_BM * 32;                   // one output channel's A: 128 rows x 16 taps
+constexpr int GI_B_BYTES = (8 * GI_BN + 8) * 2 + 16;     // one output channel's grad_output stretch, padded to 16 bytes
+constexpr int GI_STAGE_BYTES = GI_CB * (GI_A_BYTES + GI_B_BYTES);
+
+// The packed weight: [co][ci][16], ci padded to channels_padded, zeros past
+// the kernel's taps and past in_channels.
+template <typename T>
+__global__ void pack_overlap_weight(const T* __restrict__ weight, T* __restrict__ packed, int in_channels, int out_channels, int taps,
+                                    int channels_padded, long long total) {
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const int k = static_cast<int>(i % 16);
+        const long long row = i / 16;
+        const int ci = static_cast<int>(row % channels_padded);
+        const long long co = row / channels_padded;
+        T v{};
+        if (ci < in_channels && k < taps) v = weight[(ci * static_cast<long long>(out_channels) + co) * taps + k];
+        packed[i] = v;
+    }
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// D (64 x 256 floats, this thread's 128) = A (64 x 16) * B (16 x 256) + (D if
+// accumulate), both operands K-major from shared memory; 16-bit operands.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long a, unsigned long long b, int accumulate);
+#define CUPYCONV_WGMMA_M64N256K16(TYPE, OPERAND)                                                                   \
+    template <>                                                                                                  \
+    __device__ __forceinline__ void wgmma_m64n256k16<TYPE>(float (&d)[128], unsigned long long a, unsigned long long b, int accumulate) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                \
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." OPERAND "." OPERAND " "                              \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"                                                        \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])                                                                                     \
+                     : "l"(a), "l"(b), "r"(accumulate));                                                         \
+    }
+CUPYCONV_WGMMA_M64N256K16(half_t, "f16")
+CUPYCONV_WGMMA_M64N256K16(bfloat16_t, "bf16")
+#undef CUPYCONV_WGMMA_M64N256K16
+#endif
+
+template <typename T, typename Index>
+__global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
+    const T* __restrict__ gy,      // (batch, out_channels, out_w)
+    const T* __restrict__ packed,  // (out_channels, channels_padded, 16)
+    T* __restrict__ grad_input,    // (batch, in_channels, in_w)
+    int in_channels, int channels_padded, int out_channels, int in_w, int out_w, int padding, int m_tiles, int n_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
+    int b = blockIdx.x;
+    const int m_tile = b % m_tiles;
+    b /= m_tiles;
+    const int n_tile = b % n_tiles, n = b / n_tiles;
+    const int ci0 = m_tile * GI_BM, l0 = n_tile * GI_BN;
+    const int first = 8 * l0 - padding;  // grad_output element at a stretch's start
+    const int kblocks = (out_channels + GI_CB - 1) / GI_CB;
+    const unsigned base = shared_address(smem);
+
+    // Start loading k-block kb into buffer kb % GI_STAGES.
+    auto load = [&](int kb) {
+        unsigned char* stage = smem + (kb % GI_STAGES) * GI_STAGE_BYTES;
+#pragma unroll
+        for (int c = 0; c < GI_CB; ++c) {
+            const int co = kb * GI_CB + c;
+            const bool have = co < out_channels;
+            // A: 128 rows x 2 chunks of 16 bytes, row m chunk h at h * 2048 + m * 16 (rows contiguous in the packed weight)
+            const T* a_src = packed + (static_cast<Index>(have ? co : 0) * channels_padded + ci0) * 16;
+            unsigned char* a_dst = stage + c * GI_A_BYTES;
+#pragma unroll
+            for (int i = 0; i < GI_BM * 2 / GI_THREADS; ++i) {
+                const int chunk = tid + i * GI_THREADS, m = chunk >> 1, h = chunk & 1;
+                cp_async16(a_dst + h * (GI_BM * 16) + m * 16, a_src + 8 * chunk, have);
+            }
+            // B: the stretch gy[n][co][first .. first + 8 GI_BN + 8), 8 bytes (4 elements) a copy, zeros outside the row
+            const T* row = gy + (static_cast<Index>(n) * out_channels + (have ? co : 0)) * out_w;
+            unsigned char* b_dst = stage + GI_CB * GI_A_BYTES + c * GI_B_BYTES;
+            for (int v = tid; v < 2 * GI_BN + 2; v += GI_THREADS) {
+                const int e = first + 4 * v;
+                const bool valid = have && e >= 0 && e < out_w;
+                cp_async_small<8>(b_dst + 8 * v, valid ? row + e : gy, valid);
+            }
+        }
+    };
+
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+
+#pragma unroll 1
+    for (int kb = 0; kb < GI_STAGES - 2; ++kb) {
+        if (kb < kblocks) load(kb);
+        cp_async_commit();
+    }
+#pragma unroll 1
+    for (int kb = 0; kb < kblocks; ++kb) {
+        cp_async_wait_group<GI_STAGES - 3>();  // this k-block is here
+        fence_proxy_async();
+        __syncthreads();  // ... for every thread; every warpgroup is done with k-block kb - 2
+        const unsigned stage = base + (kb % GI_STAGES) * GI_STAGE_BYTES;
+        wgmma_fence();
+#pragma unroll
+        for (int c = 0; c < GI_CB; ++c) {
+            const unsigned long long a = wgmma_descriptor(stage + c * GI_A_BYTES + wg * 64 * 16, GI_BM * 16, 128);
+            const unsigned long long bd = wgmma_descriptor(stage + GI_CB * GI_A_BYTES + c * GI_B_BYTES, 16, 128);
+            wgmma_m64n256k16<T>(d, a, bd, 1);
+        }
+        wgmma_commit();
+        if (kb + GI_STAGES - 2 < kblocks) load(kb + GI_STAGES - 2);
+        cp_async_commit();
+        wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+    pin(d);  // the epilogue reads the accumulators after the wait
+
+    // Epilogue: rows 64 wg + 16 (warp % 4) + g (+ 8), columns 8 j + 2 t4 (+ 1), two outputs a 4-byte store.
+    const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int ci = ci0 + 64 * wg + 16 * (warp % 4) + g + 8 * half;
+        if (ci >= in_channels) continue;
+        T* out = grad_input + (static_cast<Index>(n) * in_channels + ci) * in_w;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const int l = l0 + 8 * j + 2 * t4;
+            if (l < in_w)  // in_w even: l + 1 too
+                *reinterpret_cast<unsigned*>(out + l) = pack2<T>(d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
+        }
+    }
+#endif
+}
