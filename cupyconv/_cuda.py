@@ -66,7 +66,7 @@ def _phase_table(flat):
     # The upload is ordered on the current stream only; the memoized table may
     # later be read from other streams, so wait for it once, here.
     cupy.cuda.get_current_stream().synchronize()
-    _CONSTANT_POINTERS.add(table.data.ptr)  # never rewritten: a remembered forward call may keep it (_Recorder)
+    _CONSTANT_POINTERS.add(table.data.ptr)  # never rewritten: a remembered call may keep it (_Recorder)
     return table
 
 
@@ -273,7 +273,7 @@ _PACKED: dict = {}
 
 
 class _Recording(threading.local):
-    recorder = None  # the _Recorder of this thread's forward call being recorded, if any
+    recorder = None  # the _Recorder of this thread's call being recorded (forward or backward), if any
 
 
 _RECORDING = _Recording()
