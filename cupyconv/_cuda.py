@@ -965,10 +965,9 @@ def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
 # one group (X2) on compute capability 9.0: one wgmma k-step per output
 # channel, its B operand grad_output's row read as overlapping core
 # matrices.  X2's 16-bit grad_input 1.38-1.42 -> 0.76-0.81 ms against
-# grad_input_taps, the same error (H100, perf notes v32).  Not routed yet:
-# the GPU suite with it on did not finish within the session's device time
-# (one shard of four passed); its own tests force it on.  True routes it.
-USE_GRAD_INPUT_OVERLAP = False
+# grad_input_taps, the same error (H100, perf notes v32).  Routed ahead of
+# grad_input_taps; False keeps it off (the taps kernels' tests do).
+USE_GRAD_INPUT_OVERLAP = True
 
 
 def _grad_input_overlap_applies(geometry: Geometry, dtype: str, source4, out4) -> bool:

@@ -1,8 +1,7 @@
 // grad_input_overlap: grad_input of a 1D transposed convolution of stride 8
 // whose kernel has 9 to 16 taps, dilation 1 and one group, in half or
 // bfloat16, on Hopper's warpgroup tensor cores (wgmma, sm_90a): the backward
-// pass of a vocoder's upsampling layer (benchmark X2).  Not routed by
-// default yet (_cuda.USE_GRAD_INPUT_OVERLAP; perf notes v32).
+// pass of a vocoder's upsampling layer (benchmark X2); perf notes v32.
 //
 // GEMM per image n: D[ci, l] = sum over (co, k) of W[ci, co, k] *
 // gy[n, co, 8 l + k - padding], taps k = 0..15 (zeros past the kernel).
