@@ -2043,6 +2043,74 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     return True
 
 
+# grad_weight_overlap (grad_weight_overlap.cu, perf notes v33) takes the
+# 16-bit grad_weight of the problems grad_input_overlap takes (stride 8, 9
+# to 16 taps, dilation 1, one group, 1D) on compute capability 9.0: grad_output's
+# rows read in place as the A operand of rows (output channel, phase).
+USE_GRAD_WEIGHT_OVERLAP = True
+
+
+def _grad_weight_overlap_copy(geometry: Geometry, dtype: str, gy4, x4) -> int:
+    """The kernel's grad_output copy size (16 or 8 bytes), or 0 where it does not apply."""
+    if not (
+        dtype in _kernels.OVERLAP_DTYPES and _kernels._is_1d(geometry) and geometry.groups == 1
+        and geometry.stride[1] == 8 and geometry.dilation[1] == 1 and 8 < geometry.kernel[1] <= 16
+        and geometry.in_size[1] % 8 == 0 and x4.data.ptr % 16 == 0
+    ):  # fmt: skip
+        return 0
+    for copy in _kernels.GRAD_WEIGHT_OVERLAP_COPIES:
+        unit = copy // 2
+        if geometry.padding[1] % unit == 0 and geometry.out_size[1] % unit == 0 and gy4.data.ptr % copy == 0:
+            return copy
+    return 0
+
+
+@functools.lru_cache(maxsize=1024)
+def _grad_weight_overlap_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, copy: int):
+    """(grad_weight_overlap launch, workspace shape, sum_splits launch).  One
+    block a multiprocessor: the splits of the (image, 64-position) items
+    that fill the most of whole waves, fewest first."""
+    channels, out_channels = geometry.in_channels, geometry.out_channels
+    batch, _, _, in_w = geometry.input_shape4
+    co_tiles = -(-out_channels // _kernels.GRAD_WEIGHT_OVERLAP_CO)
+    ci_tiles = -(-channels // _kernels.GRAD_WEIGHT_OVERLAP_BN)
+    items = batch * -(-in_w // _kernels.GRAD_WEIGHT_OVERLAP_P)
+    independent = co_tiles * ci_tiles
+
+    def filled(splits):  # the fraction of its waves' block slots a grid uses
+        blocks = independent * splits
+        return blocks / (-(-blocks // multiprocessors) * multiprocessors)
+
+    most = max(1, min(8, items // 16))  # items of 16 or more a split
+    splits = max(range(1, most + 1), key=lambda s: (round(filled(s), 2), -s))
+    per_split = -(-items // splits)
+    splits = -(-items // per_split)
+    scalars = tuple(
+        _i32(v) for v in (batch, channels, out_channels, in_w, geometry.out_size[1], geometry.kernel[1], geometry.padding[1], per_split, co_tiles, ci_tiles)
+    )  # fmt: skip
+    name = _kernels.grad_weight_overlap_name(dtype, index, copy)
+    partial = _Launch(
+        "grad_weight_overlap.cu", name, _blocks_for(independent * splits), _kernels.GRAD_WEIGHT_OVERLAP_THREADS, scalars,
+        _kernels.GRAD_WEIGHT_OVERLAP_SHARED,
+    )  # fmt: skip
+    count = math.prod(geometry.weight_shape4)
+    return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
+
+
+def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
+    """Runs grad_weight with grad_weight_overlap if it is routed and applies; False if not."""
+    if not USE_GRAD_WEIGHT_OVERLAP or _compute_capability() != 90:
+        return False
+    copy = _grad_weight_overlap_copy(geometry, dtype, gy4, x4)
+    if not copy or _kernels.GRAD_WEIGHT_OVERLAP_SHARED > _max_shared():
+        return False
+    multiprocessors = _multiprocessors()
+    _run_split_reduction(
+        lambda index: _grad_weight_overlap_plan(geometry, dtype, index, multiprocessors, copy), (x4, gy4), (x4.size, gy4.size), grad
+    )
+    return True
+
+
 # grad_weight_wgmma_tf32 takes float32 1D grad_weight in both tensor-core
 # modes on compute capability 9.0 where it applies and a group has at least
 # GRAD_WEIGHT_TF32_MIN_CHANNELS input and output channels (its block is 128
@@ -2177,7 +2245,7 @@ def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: in
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     """Tensor cores (one product per pair, float sums within a split) where the
     forward pass uses them too -- grad_weight_wgmma_tf32 (3xTF32),
-    grad_weight_taps, grad_weight_wgmma, grad_weight_window,
+    grad_weight_overlap, grad_weight_taps, grad_weight_wgmma, grad_weight_window,
     grad_weight_wgmma_tf32 (TF32) or grad_weight_phase where they apply,
     else grad_weight_mma; else CUDA cores with double sums."""
     dtype = _geometry.dtype_name(gy4.dtype)
@@ -2187,6 +2255,7 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
         grad[...] = 0
     elif grad.size and not (
         (passes == 3 and _grad_weight_tf32(gy4, x4, grad, geometry, dtype, passes))
+        or (passes == 1 and _grad_weight_overlap(gy4, x4, grad, geometry, dtype))
         or (passes and _grad_weight_taps(gy4, x4, grad, geometry, dtype, passes))
         or (passes == 1 and (_grad_weight_wgmma(gy4, x4, grad, geometry, dtype) or _grad_weight_window(gy4, x4, grad, geometry, dtype)))
         or (passes == 1 and _grad_weight_tf32(gy4, x4, grad, geometry, dtype, passes))

@@ -248,7 +248,7 @@ class WgmmaTile(NamedTuple):
 
 
 WGMMA_THREADS = 256  # conv_wgmma.cu: two warpgroups
-SM90A_FILES = ("conv_wgmma.cu", "conv_fold.cu", "grad_weight_tf32.cu", "conv_tf32.cu", "grad_input_overlap.cu")  # built for sm_90a (wgmma) on compute capability 9.0
+SM90A_FILES = ("conv_wgmma.cu", "conv_fold.cu", "grad_weight_tf32.cu", "conv_tf32.cu", "grad_input_overlap.cu", "grad_weight_overlap.cu")  # built for sm_90a (wgmma) on compute capability 9.0
 WGMMA_TILES = (WgmmaTile(128, 128), WgmmaTile(64, 256))
 WGMMA_CHUNKS = 4  # conv_wgmma.cu: 16-byte chunks of a channel slice
 WGMMA_STAGES = 3  # and its shared-memory buffers
@@ -607,6 +607,24 @@ def grad_input_overlap_name(dtype: str, index: str) -> str:
 
 def pack_overlap_weight_name(dtype: str) -> str:
     return f"pack_overlap_weight<{CUDA_TYPE[dtype]}>"
+
+
+# grad_weight_overlap.cu (perf notes v33): grad_weight of the same problems,
+# grad_output's rows read in place as the M-major A operand of rows
+# (output channel, phase).
+GRAD_WEIGHT_OVERLAP_THREADS = 256
+GRAD_WEIGHT_OVERLAP_CO = 16  # output channels a block
+GRAD_WEIGHT_OVERLAP_BN = 128  # input channels a block
+GRAD_WEIGHT_OVERLAP_P = 64  # positions an item
+GRAD_WEIGHT_OVERLAP_STAGES = 5
+GRAD_WEIGHT_OVERLAP_SHARED = GRAD_WEIGHT_OVERLAP_STAGES * (
+    GRAD_WEIGHT_OVERLAP_BN * GRAD_WEIGHT_OVERLAP_P * 2 + GRAD_WEIGHT_OVERLAP_CO * ((GRAD_WEIGHT_OVERLAP_P + 1) * 16 + 16)
+)
+GRAD_WEIGHT_OVERLAP_COPIES = (16, 8)  # bytes a grad_output copy
+
+
+def grad_weight_overlap_name(dtype: str, index: str, copy: int) -> str:
+    return f"grad_weight_overlap<{CUDA_TYPE[dtype]}, {index}, {copy}>"
 
 
 def fold_channels_padded(in_channels: int) -> int:
@@ -1290,6 +1308,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
             if dtype in OVERLAP_DTYPES:
                 names.append(("grad_input_overlap.cu", grad_input_overlap_name(dtype, index)))
                 names += [("grad_input_overlap.cu", pack_overlap_weight_name(dtype))] if index == INDEX_TYPES[0] else []
+                names += [("grad_weight_overlap.cu", grad_weight_overlap_name(dtype, index, c)) for c in GRAD_WEIGHT_OVERLAP_COPIES]
             if dtype in GRAD_WEIGHT_WGMMA_DTYPES:
                 names += [
                     ("conv_wgmma.cu", grad_weight_wgmma_name(dtype, index, t, copy))

@@ -311,6 +311,7 @@ def _spy(monkeypatch, name, record):
     monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 0)  # float32 "highest": their 3xTF32 on short sums too
     monkeypatch.setattr(_cuda, "USE_FOLD", name == "_fold")  # routed ahead of the window kernels (stride 8, 16-bit)
     monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", False)  # routed ahead of grad_input_taps (stride 8, 16-bit)
+    monkeypatch.setattr(_cuda, "USE_GRAD_WEIGHT_OVERLAP", False)  # routed ahead of grad_weight_taps (stride 8, 16-bit)
     _no_direct(monkeypatch)
     ran, original = [], getattr(_cuda, name)
 
@@ -2193,9 +2194,9 @@ def test_remembered_backward_keys(monkeypatch):
     assert len(_api._FAST_BACKWARD) == 2
 
 
-# grad_input_overlap (not routed by default): X2-like problems with a row
-# tile, column tiles and k-blocks that end short, a kernel under 16 taps,
-# padding 0 and 8, an output_padding, an unbatched call.
+# grad_input_overlap: X2-like problems with a row tile, column tiles and
+# k-blocks that end short, a kernel under 16 taps, padding 0 and 8, an
+# output_padding, an unbatched call.
 OVERLAP_CASES = [
     Case("ov_x2", 1, 2, 256, 128, (16,), (600,), stride=8, padding=4),
     Case("ov_short", 1, 3, 200, 30, (12,), (130,), stride=8, padding=0),
@@ -2230,6 +2231,69 @@ def test_grad_input_overlap_declines():
         g = _geometry.make_geometry(dims, xs, ws, None, stride, padding, 0, 1, 1)
         fake = cupy.empty(8, dtype=numpy.float16)
         assert not _cuda._grad_input_overlap_applies(g, "float16", fake, fake)
+
+
+# grad_weight_overlap: X2-like problems with an item (64 positions) that
+# ends short, input- and output-channel tiles that end short, 12 taps (taps
+# 12-15 computed and dropped), 16-byte copies (padding 8, rows of whole
+# vectors) and 8-byte ones (padding 4, or an output_padding of 4), several
+# splits of the reduction, an unbatched call.
+GRAD_WEIGHT_OVERLAP_CASES = [
+    (Case("gwo_x2", 1, 2, 256, 128, (16,), (600,), stride=8, padding=4), 8),
+    (Case("gwo_tails", 1, 3, 200, 30, (12,), (136,), stride=8, padding=0), 8),
+    (Case("gwo_pad8", 1, 2, 64, 40, (16,), (256,), stride=8, padding=8, bias=False), 16),
+    (Case("gwo_pad8_op4", 1, 1, 64, 40, (16,), (256,), stride=8, padding=8, output_padding=4), 8),
+    (Case("gwo_splits", 1, 4, 128, 32, (16,), (2048,), stride=8, padding=4), 8),
+    (Case("gwo_unbatched", 1, None, 96, 72, (12,), (64,), stride=8, padding=4), 8),
+]
+
+
+@pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize(("case", "copy"), GRAD_WEIGHT_OVERLAP_CASES, ids=[str(c) for c, _ in GRAD_WEIGHT_OVERLAP_CASES])
+def test_grad_weight_overlap(case, copy, mode, monkeypatch):
+    """grad_weight_overlap (routed) against float64, within twice torch's
+    error (test_backward), with the copy size and the splits expected; and
+    bitwise the same on a second run."""
+    from cupyconv import _cuda
+
+    if _cuda._compute_capability() != 90:
+        pytest.skip("grad_weight_overlap is built for compute capability 9.0 only")
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append((plan.name, plan.blocks)), launch(plan, arrays))[1])
+    test_backward(case, mode)
+    names = [name for name, _ in ran if name.startswith("grad_weight_overlap<")]
+    assert names and all(name.endswith(f", {copy}>") for name in names), ran
+    if case.name == "gwo_splits":  # 2 x 1 tiles and 128 items: 8 splits
+        assert [blocks for name, blocks in ran if name.startswith("grad_weight_overlap<")] == [16]
+    dtype = numpy_dtype(mode[0])
+    rng = numpy.random.default_rng(5)
+    x, w, _ = case.arrays(rng, dtype)
+    gy = rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(dtype)
+    args = (_to_gpu(gy, dtype), _to_gpu(x, dtype), _to_gpu(w, dtype))
+    first, again = (_ops(case).backward(*args, **case.kwargs, output_mask=(False, True, False))[1] for _ in range(2))
+    assert cupy.array_equal(first, again)
+
+
+def test_grad_weight_overlap_declines():
+    """Problems outside its rule keep the other kernels: input rows not a
+    multiple of 8, stride 4, 8 taps, two groups, grad_output rows of odd
+    length at padding 4."""
+    from cupyconv import _cuda, _geometry
+
+    aligned = cupy.empty(64, dtype=numpy.float16)
+    for dims, xs, ws, stride, padding, groups in [
+        (1, (2, 16, 68), (16, 8, 16), 8, 4, 1),
+        (1, (2, 16, 64), (16, 8, 16), 4, 4, 1),
+        (1, (2, 16, 64), (16, 8, 8), 8, 4, 1),
+        (1, (2, 16, 64), (16, 8, 16), 8, 4, 2),
+        (1, (2, 16, 64), (16, 8, 13), 8, 2, 1),
+    ]:
+        g = _geometry.make_geometry(dims, xs, ws, None, stride, padding, 0, groups, 1)
+        assert not _cuda._grad_weight_overlap_copy(g, "float16", aligned, aligned)
+    g = _geometry.make_geometry(1, (2, 16, 64), (16, 8, 16), None, 8, 4, 0, 1, 1)
+    assert _cuda._grad_weight_overlap_copy(g, "float16", aligned, aligned) == 8
+    assert not _cuda._grad_weight_overlap_copy(g, "float32", aligned, aligned)
+    assert not _cuda._grad_weight_overlap_copy(g, "float16", aligned, aligned[1:])  # x not 16-byte aligned
 
 
 # conv_direct, forced onto every case (small calls included): a row tail of

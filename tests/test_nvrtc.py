@@ -334,3 +334,22 @@ def test_grad_input_overlap_compiles_for_sm_90a_without_spills():
     kernels = [name for name in names if name.startswith("grad_input_overlap<")]
     assert len(kernels) == len(_kernels.OVERLAP_DTYPES) * len(_kernels.INDEX_TYPES)
     _check_asynchronous_without_spills("grad_input_overlap.cu", kernels)
+
+
+def test_grad_weight_overlap_compiles_for_sm_90a_without_spills():
+    """grad_weight_overlap (built for sm_90a) keeps its two taps' 128
+    accumulators in registers with its MMAs asynchronous; and the host's
+    copies of its constants and shared-memory size."""
+    import re
+
+    text = _kernels.source("grad_weight_overlap.cu")
+    found = dict(re.findall(r"constexpr int (GWO_\w+) = (\d+);", text))
+    for name in ("THREADS", "CO", "BN", "P", "STAGES"):
+        assert int(found[f"GWO_{name}"]) == getattr(_kernels, f"GRAD_WEIGHT_OVERLAP_{name}"), name
+    assert "GWO_X_BYTES = GWO_BN * GWO_P * 2;" in text and "GWO_ROW_BYTES = (GWO_P + 1) * 16;" in text
+    assert "GWO_CHUNK = GWO_ROW_BYTES + 16;" in text and "GWO_WINDOW_BYTES = GWO_CO * GWO_CHUNK;" in text
+    assert "w_base = smem + GWO_STAGES * GWO_X_BYTES;" in text
+    names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_weight_overlap.cu"]
+    copies = len(_kernels.GRAD_WEIGHT_OVERLAP_COPIES)
+    assert len(names) == len(_kernels.OVERLAP_DTYPES) * len(_kernels.INDEX_TYPES) * copies
+    _check_asynchronous_without_spills("grad_weight_overlap.cu", names)

@@ -1,5 +1,5 @@
-// Hopper warpgroup MMA (wgmma, sm_90a) helpers shared by conv_wgmma.cu and
-// conv_fold.cu: shared-memory matrix descriptors, the fences and group
+// Hopper warpgroup MMA (wgmma, sm_90a) helpers shared by conv_wgmma.cu,
+// conv_fold.cu and the overlap kernels: shared-memory matrix descriptors, the fences and group
 // waits, and the MMA shapes the kernels issue.
 #pragma once
 #include "common.cuh"
@@ -81,9 +81,10 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32_rs(float (&d)[64], const un
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// D (64 x N floats, this thread's N / 2) += A (64 x 16) * B (16 x N), A read
-// M-major (imm-trans-a 1: 16-byte rows along M, one per k) and B K-major,
-// both from shared memory; 16-bit operands (transposes exist for those only).
+// D (64 x N floats, this thread's N / 2) += A (64 x 16) * B (16 x N), N 32,
+// 64 or 128, A read M-major (imm-trans-a 1: 16-byte rows along M, one per k)
+// and B K-major, both from shared memory; 16-bit operands (transposes exist
+// for those only).
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_m64k16_mn_a(float (&d)[N / 2], unsigned long long a, unsigned long long b);
 // One specialization per operand type and N (the PTX type suffix; imm-trans-a 1).
@@ -105,10 +106,22 @@ __device__ __forceinline__ void wgmma_m64k16_mn_a(float (&d)[N / 2], unsigned lo
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
                      : "l"(a), "l"(b), "r"(1));                                                                          \
     }
+#define CUPYCONV_WGMMA_M64N128K16_MN_A(TYPE, OPERAND)                                                                    \
+    template <>                                                                                                          \
+    __device__ __forceinline__ void wgmma_m64k16_mn_a<TYPE, 128>(float (&d)[64], unsigned long long a, unsigned long long b) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                        \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." OPERAND "." OPERAND " "                              \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 1, 0;\n}\n" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+                     : "l"(a), "l"(b), "r"(1));                                                                          \
+    }
 CUPYCONV_WGMMA_M64N32K16_MN_A(half_t, "f16")
 CUPYCONV_WGMMA_M64N32K16_MN_A(bfloat16_t, "bf16")
 CUPYCONV_WGMMA_M64N64K16_MN_A(half_t, "f16")
 CUPYCONV_WGMMA_M64N64K16_MN_A(bfloat16_t, "bf16")
+CUPYCONV_WGMMA_M64N128K16_MN_A(half_t, "f16")
+CUPYCONV_WGMMA_M64N128K16_MN_A(bfloat16_t, "bf16")
+#undef CUPYCONV_WGMMA_M64N128K16_MN_A
 #undef CUPYCONV_WGMMA_M64N32K16_MN_A
 #undef CUPYCONV_WGMMA_M64N64K16_MN_A
 #endif
