@@ -1600,7 +1600,9 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     kernel) get grad_input and grad_weight from one pass of
     depthwise_backward, large 1D problems with few channels a group (see
     _kernels.grouped_backward_applies) from one pass of grouped_backward.
-    Large strided 1D problems with contiguous taps run
+    16-bit 1D problems of stride 8 with 9 to 16 taps run grad_input_overlap
+    and grad_weight_overlap on Hopper.  Large strided 1D problems with
+    contiguous taps run
     grad_input_taps and grad_weight_taps on tensor cores; large float32
     strided 1D problems whose taps land on one phase of grad_output run
     grad_input_phase.  Others run
