@@ -1363,7 +1363,10 @@ def _remember_fast(key, bound: _Bound, y) -> None:
 # marks itself unsafe).  False: every call takes the checked path.  A
 # setting changed on this module or on _kernels (USE_WGMMA = False, a test's
 # monkeypatch, a spy on _launch) moves _SETTINGS[0] on, and a recording made
-# before no longer runs.
+# before no longer runs; so does turning autotuning on or off.  With
+# autotuning on, the first call of a signature tunes its tiles and the
+# second records the tuned launches (a call in which the tuner timed tiles
+# is not recorded: the next one is).
 USE_REMEMBERED_FORWARD = True
 USE_REMEMBERED_BACKWARD = True
 _SETTINGS = [0]
@@ -1420,12 +1423,13 @@ class _Replay:
     each output, None where the call returned None.  Called with the inputs
     (forward: x, weight, bias; backward: grad_output, x, weight), it returns
     the outputs (forward: the one), or None where the current device, a
-    setting (_SETTINGS), autotuning or the inputs' alignment is not as
-    recorded."""
+    setting (_SETTINGS), autotuning (on or off) or the inputs' alignment is
+    not as recorded."""
 
-    def __init__(self, key, table: dict, steps, temporaries, outputs, device: int, constants, settings: int, alignment):
+    def __init__(self, key, table: dict, steps, temporaries, outputs, device: int, constants, settings: int, alignment, autotune: bool = False):
         self.key, self.table, self.steps, self.temporaries, self.outputs = key, table, steps, temporaries, outputs
         self.device, self.constants, self.settings, self.alignment = device, constants, settings, alignment  # constants: kept alive
+        self.autotune = autotune  # recorded with autotuning on: the tuned tiles' launches
 
     def run(self, inputs, poison: bool = False):
         outputs = [None if o is None else cupy.empty(*o) for o in self.outputs]
@@ -1444,17 +1448,17 @@ class _Replay:
         return outputs
 
     def __call__(self, *inputs):
-        if _SETTINGS[0] != self.settings:  # recorded under other settings: forgotten, to be recorded again
+        if _SETTINGS[0] != self.settings or _autotune.enabled() != self.autotune:  # recorded under other settings: forgotten, to be recorded again
             self.table.pop(self.key, None)
             _REMEMBER_SEEN.pop(self.key, None)
             return None
-        if cupy.cuda.runtime.getDevice() != self.device or _autotune.enabled() or _alignment(inputs) != self.alignment:
+        if cupy.cuda.runtime.getDevice() != self.device or _alignment(inputs) != self.alignment:
             return None
         outputs = self.run(inputs)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings: int):
+def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings: int, autotune: bool = False):
     """The recorded call as a _Replay, or None where it cannot be replayed
     (see USE_REMEMBERED_FORWARD)."""
     if recorder.unsafe or not recorder.launches:
@@ -1501,7 +1505,7 @@ def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings:
         steps.append((packed, tuple(slots)))
     shapes = [None if a is None else (a.shape, a.dtype) for a in outputs]
     device = next(a.data.device_id for a in inputs if a is not None)
-    return _Replay(key, table, steps, temporaries, shapes, device, constants, settings, _alignment(inputs))
+    return _Replay(key, table, steps, temporaries, shapes, device, constants, settings, _alignment(inputs), autotune)
 
 
 def _remember(key, table: dict, run, inputs):
@@ -1514,16 +1518,22 @@ def _remember(key, table: dict, run, inputs):
         _REMEMBER_CANDIDATES.clear()
     _REMEMBER_SEEN[key] = seen + 1
     if seen == 1:
-        settings = _SETTINGS[0]
+        settings, autotune, tuned = _SETTINGS[0], _autotune.enabled(), len(_tuned)
         with _Recorder() as recorder:
             outputs = run()
-        replay = _replay_of(key, table, recorder, inputs, outputs, settings)
+        if len(_tuned) != tuned:  # the autotuner timed tiles in this call (turned on since the first): record the next
+            _REMEMBER_SEEN[key] = 1
+            return outputs
+        replay = _replay_of(key, table, recorder, inputs, outputs, settings, autotune)
         if replay is not None:
             _REMEMBER_CANDIDATES[key] = replay
         return outputs
     outputs = run()
     replay = _REMEMBER_CANDIDATES.pop(key, None)
-    if seen == 2 and replay is not None and replay.settings == _SETTINGS[0] and replay.alignment == _alignment(inputs):
+    if (
+        seen == 2 and replay is not None and replay.settings == _SETTINGS[0] and replay.autotune == _autotune.enabled()
+        and replay.alignment == _alignment(inputs)
+    ):  # fmt: skip
         again = replay.run(inputs, poison=True)
         same = all(
             (a is None) == (b is None) and (a is None or bool(cupy.array_equal(a.view(numpy.uint8), b.view(numpy.uint8))))
@@ -1584,7 +1594,7 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                 ):
                     _gemm(x4, weight, bias, y4, geometry, "forward", precision)
 
-            remember = USE_REMEMBERED_FORWARD and fast_key is not None and out is None and not _autotune.enabled()
+            remember = USE_REMEMBERED_FORWARD and fast_key is not None and out is None
             if remember and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made
                 _remember(fast_key, _api._FAST_FORWARD, lambda: (run(), (y,))[1], (x, weight, bias))
             else:
@@ -1618,7 +1628,7 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     cores.  grad_bias is its own split reduction.  A call with `fast_key`
     (_api._fast_backward_key) may be remembered (USE_REMEMBERED_BACKWARD)."""
     remember = (
-        USE_REMEMBERED_BACKWARD and fast_key is not None and not any(o is not None for o in out) and not _autotune.enabled()
+        USE_REMEMBERED_BACKWARD and fast_key is not None and not any(o is not None for o in out)
         and grad_output.flags.c_contiguous and x.flags.c_contiguous and weight.flags.c_contiguous
     )  # fmt: skip
     with grad_output.device:

@@ -2083,6 +2083,42 @@ def test_remembered_forward_follows_settings(monkeypatch):
     assert cupy.array_equal(cupyconv.conv_transpose1d(x, w, b, **case.kwargs), other) and len(launched) == count
 
 
+def test_remembered_calls_under_autotuning(monkeypatch, tmp_path):
+    """With autotuning on, the first call of a signature tunes its tiles, the
+    second records the tuned launches and the third checks them; from the
+    fourth the call replays them (forward and backward), in poisoned memory
+    bitwise the checked path's.  Turning autotuning off forgets the
+    recordings."""
+    from cupyconv import _api, _autotune, _cuda
+
+    monkeypatch.setenv("CUPYCONV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_autotune, "_enabled", True)
+    case = next(c for c in REMEMBERED_CASES if c.name == "rem_p4")
+    rng = numpy.random.default_rng(34)
+    x, w, b = (_to_gpu(a, numpy.float16) for a in case.arrays(rng, numpy.float16))
+    _api._FAST_FORWARD.clear()
+    _api._FAST_BACKWARD.clear()
+    _cuda._REMEMBER_SEEN.clear()
+    ys = [cupyconv.conv_transpose1d(x, w, b, **case.kwargs) for _ in range(3)]
+    gy = cupy.asarray(rng.standard_normal(ys[0].shape), dtype=numpy.float16)
+    grads = [cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs) for _ in range(3)]
+    (forward_key,), (backward_key,) = _api._FAST_FORWARD, _api._FAST_BACKWARD
+    for table, key in ((_api._FAST_FORWARD, forward_key), (_api._FAST_BACKWARD, backward_key)):
+        assert isinstance(table[key], _cuda._Replay) and table[key].autotune
+    runs, run = [], _cuda._Replay.run
+    monkeypatch.setattr(_cuda._Replay, "run", lambda self, inputs, poison=False: (runs.append(poison), run(self, inputs, poison))[1])
+    with poisoned_allocations():
+        y = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
+        g = cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
+        cupy.cuda.get_current_stream().synchronize()
+    assert runs == [False, False]
+    assert all(cupy.array_equal(y, other) for other in ys) and all(_grads_equal(g, other) for other in grads)
+    monkeypatch.setattr(_autotune, "_enabled", False)
+    cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
+    cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
+    assert runs == [False, False] and forward_key not in _api._FAST_FORWARD and backward_key not in _api._FAST_BACKWARD
+
+
 def _grads_equal(a, b) -> bool:
     return all((x is None) == (y is None) and (x is None or bool(cupy.array_equal(x, y))) for x, y in zip(a, b))
 

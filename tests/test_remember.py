@@ -136,3 +136,36 @@ def test_settings_forget_recordings(monkeypatch):
     assert replay(X, W, None) is None
     assert "k" not in _api._FAST_BACKWARD and "k" not in _cuda._REMEMBER_SEEN
 
+
+
+def test_autotuning_switched_forgets_recordings(monkeypatch):
+    """A replay recorded with autotuning off drops itself when autotuning is
+    on (its tiles are the heuristic's), and one recorded with it on when it
+    is off, so the call takes the checked path and is recorded afresh."""
+    from cupyconv import _autotune
+
+    for recorded in (False, True):
+        replay = _cuda._Replay("k", _api._FAST_BACKWARD, [], [], [None], 0, [], _cuda._SETTINGS[0], (0, 0, None), recorded)
+        monkeypatch.setitem(_api._FAST_BACKWARD, "k", replay)
+        monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 3)
+        monkeypatch.setattr(_autotune, "enabled", lambda recorded=recorded: not recorded)
+        assert replay(X, W, None) is None
+        assert "k" not in _api._FAST_BACKWARD and "k" not in _cuda._REMEMBER_SEEN
+
+
+def test_a_call_that_tuned_is_not_recorded(monkeypatch):
+    """Where the autotuner timed tiles during the call due to be recorded
+    (autotuning turned on after the first call), nothing is recorded and the
+    next call is the one recorded."""
+    calls = []
+
+    def run():  # the checked path, tuning a tile as it goes
+        calls.append(1)
+        _cuda._tuned[("test", len(calls))] = "tile"
+        return (Y,)
+
+    monkeypatch.setattr(_cuda, "_tuned", {})
+    monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 1)
+    table = {}
+    assert _cuda._remember("k", table, run, (X, W, None)) == (Y,)
+    assert _cuda._REMEMBER_SEEN["k"] == 1 and "k" not in _cuda._REMEMBER_CANDIDATES and not table
