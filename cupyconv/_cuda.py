@@ -624,8 +624,16 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
 # taps, a weight tile over the shared memory), conv_wgmma_resident's
 # RESIDENT_TF32_ROW_TILES rule still applies.  False keeps it off; "anywhere"
 # lifts the row rule (tests, comparisons).
+#
+# Its FOLD builds take a forward pass that folds (window_records: the stride
+# divides the kernel, dilation 1) into one record whose fold is at least
+# CONV_TF32_MIN_FOLD: X3 (fold 256, 4 taps), whose conv_window ran
+# mma.sync tiles that each read a 128 KB weight tile for 128 columns (perf
+# notes v34).  The block keeps its 128 (channel, sub-phase) rows' weight, 4
+# taps x 64 channels, and streams the input.  "anywhere" lifts this rule too.
 USE_CONV_TF32 = True
 CONV_TF32_MIN_ROWS = 64
+CONV_TF32_MIN_FOLD = 128
 
 
 @functools.lru_cache(maxsize=1024)
@@ -639,7 +647,7 @@ def _conv_tf32_plan(geometry: Geometry, pass_name: str, index: str, multiprocess
     if problem is None:
         return None
     flat, fold, red_channels, out_channels, source4, out4 = problem
-    if len(flat) != 9 or fold != 1 or flat[2] != 1 or flat[4] != 1 or flat[5] != 0 or flat[6] != 1:
+    if len(flat) != 9 or flat[4] != 1 or (fold == 1 and (flat[2] != 1 or flat[5] != 0 or flat[6] != 1)):
         return None
     layout = _kernels.conv_tf32_layout(flat, red_channels)
     if layout is None or layout[3] > max_shared:
@@ -648,17 +656,20 @@ def _conv_tf32_plan(geometry: Geometry, pass_name: str, index: str, multiprocess
     # its copy offsets (a slice's rows) and source row indices are 32-bit
     if _kernels.CONV_TF32_SLICE * source4[3] + 4 * vectors > _kernels.INT32_LIMIT or source4[0] * source4[1] > _kernels.INT32_LIMIT:
         return None
-    count, out_base, _, in_base, _, _, _, taps, tap_in_step = flat
-    co_tiles = -(-out_channels // _kernels.CONV_TF32_ROWS)
+    count, out_base, out_step, in_base, _, tap_first, tap_step, taps, tap_in_step = flat
+    co_tiles = -(-out_channels * fold // _kernels.CONV_TF32_ROWS)
     combos = geometry.groups * co_tiles
     items = source4[0] * -(-count // _kernels.CONV_TF32_POSITIONS)
-    per_combo = max(1, min(items, -(-multiprocessors // combos)))
+    # one block a multiprocessor: as many blocks per combination as fit in one wave
+    per_combo = max(1, min(items, multiprocessors // combos))
+    kernel_w = _kernels.window_kernel_w(geometry, pass_name) if fold > 1 else taps
     scalars = (
         _i32(source4[0]), _i32(geometry.groups), _i32(red_channels), _i32(_kernels.window_channels_padded(red_channels, "float32")),
         _i32(out_channels), _i32(source4[3]), _i32(out4[3]), _i32(count), _i32(out_base), _i32(in_base), _i32(tap_in_step),
         _i32(vectors), _i32(raw_row), _i32(weight_blocks), _i32(co_tiles), _i32(per_combo),
+        _i32(fold.bit_length() - 1), _i32(kernel_w), _i32(tap_first), _i32(tap_step), _i32(out_step),
     )  # fmt: skip
-    name = _kernels.conv_tf32_name(index, taps)
+    name = _kernels.conv_tf32_name(index, taps, fold > 1)
     return _Launch("conv_tf32.cu", name, _blocks_for(combos * per_combo), _kernels.WGMMA_THREADS, scalars, shared), flat
 
 
@@ -666,12 +677,14 @@ def _conv_tf32(source4, weight, bias, out4, geometry: Geometry, pass_name: str, 
     """Runs the pass with conv_wgmma_tf32 if it is routed (see USE_CONV_TF32); False if not."""
     if not USE_CONV_TF32:
         return False
-    rows = geometry.out_channels_per_group if pass_name == "forward" else geometry.in_channels_per_group
-    if rows <= CONV_TF32_MIN_ROWS and USE_CONV_TF32 != "anywhere":
-        return False
     plan = _conv_tf32_plan(geometry, pass_name, index, _multiprocessors(), _max_shared())
     if plan is None:
         return False
+    if USE_CONV_TF32 != "anywhere":
+        fold = (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
+        rows = geometry.out_channels_per_group if pass_name == "forward" else geometry.in_channels_per_group
+        if (fold == 1 and rows <= CONV_TF32_MIN_ROWS) or 1 < fold < CONV_TF32_MIN_FOLD:
+            return False
     packed = _window_weight(weight, geometry, pass_name, "float32", round_tf32=True)
     _launch(plan[0], (source4, packed, bias, out4))
     return True

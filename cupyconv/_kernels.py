@@ -333,6 +333,8 @@ RESIDENT_VARIANTS = ((WGMMA_TILES[0], 1), (WGMMA_TILES[1], 1), (WGMMA_TILES[1], 
 # (CT_POSITIONS columns x CT_ROWS output channels); its slices of CT_SLICE
 # channels, CT_BUFFERS raw window buffers, at most CT_MAX_TASKS 16-byte
 # copies a thread per slice; one (tap, 32-channel block) of the weight tile.
+# Its FOLD builds take window_records' folded record (X3): GEMM columns are
+# (output channel, sub-phase) pairs, read from the packed weight as it is.
 CONV_TF32_TAPS = (2, 3, 4)
 CONV_TF32_POSITIONS = 128
 CONV_TF32_ROWS = 128
@@ -342,8 +344,8 @@ CONV_TF32_MAX_TASKS = 4
 CONV_TF32_ATOM = CONV_TF32_ROWS * 128
 
 
-def conv_tf32_name(index: str, taps: int) -> str:
-    return f"conv_wgmma_tf32<{index}, {taps}>"
+def conv_tf32_name(index: str, taps: int, fold: bool = False) -> str:
+    return f"conv_wgmma_tf32<{index}, {taps}{', true' if fold else ''}>"
 
 
 def conv_tf32_layout(record: Tuple[int, ...], channels: int) -> Optional[Tuple[int, int, int, int]]:
@@ -1280,7 +1282,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                         names += [("conv_wgmma.cu", wgmma_x3_name(index, t, copy)) for t in WGMMA_TILES for copy in RESIDENT_COPY_BYTES]
                     if passes == 1:
                         names += [("conv_wgmma.cu", wgmma_name(dtype, index, t)) for t in WGMMA_TILES]
-                        names += [("conv_tf32.cu", conv_tf32_name(index, taps)) for taps in CONV_TF32_TAPS] if dtype == "float32" else []
+                        names += [("conv_tf32.cu", conv_tf32_name(index, taps, fold)) for taps in CONV_TF32_TAPS for fold in (False, True)] if dtype == "float32" else []
                         names += [
                             ("conv_wgmma.cu", resident_name(dtype, index, t, b, copy, fill))
                             for t, b in RESIDENT_VARIANTS

@@ -897,17 +897,68 @@ def test_conv_tf32_64_bit_index(case, monkeypatch):
     assert ran == ["forward", "grad_input"]
 
 
+# conv_wgmma_tf32's FOLD builds: forward passes whose stride divides the
+# kernel (dilation 1), 2 to 4 taps a sub-phase.  An X3-like fold of 256 (tiles
+# of one channel's sub-phases, their columns trimmed at both ends, several
+# items a tile), a fold of 128 with 3 taps, channel tails and an odd padding
+# (every output pair misaligned: single stores), folds below a tile (a tile
+# spans channels; the last one partial) with groups, an unbatched call and
+# output padding, and P4's dilated fold.
+CONV_TF32_FOLD_CASES = [
+    Case("ctf_x3like", 1, 2, 64, 3, (1024,), (300,), stride=256, padding=384),
+    Case("ctf_f128_odd", 1, 2, 40, 2, (384,), (150,), stride=128, padding=101, output_padding=5),
+    Case("ctf_f4_g2", 1, 2, 48, 50, (8,), (500,), stride=4, padding=3, groups=2),
+    Case("ctf_f2_unbatched", 1, None, 33, 70, (8,), (333,), stride=2, padding=1, output_padding=1),
+    Case("ctf_p4like", 1, 2, 32, 64, (3,), (300,), stride=2, padding=1, dilation=2),  # the dilated fold (FOLD_DILATED)
+]
+
+
+@pytest.mark.parametrize("multiprocessors", [None, 3])
+@pytest.mark.parametrize("case", CONV_TF32_FOLD_CASES, ids=str)
+def test_conv_tf32_fold(case, multiprocessors, monkeypatch):
+    """conv_wgmma_tf32's FOLD builds' forward pass in "tf32" against float64,
+    with the usual tolerance, in poisoned memory (on Hopper; the rule lifted,
+    so that small folds run it too)."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    from cupyconv import _cuda
+
+    ran = _spy_conv_tf32(monkeypatch, multiprocessors)
+    names, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    test_forward(case, ("float32", "tf32"))
+    assert ran == ["forward"]
+    ours = [n for n in names if n.startswith("conv_wgmma_tf32")]
+    assert len(ours) == 1 and ours[0].endswith(", true>"), names
+
+
+def test_conv_tf32_fold_rule(monkeypatch):
+    """By default the FOLD builds take folds of CONV_TF32_MIN_FOLD or more
+    (X3) and leave smaller ones (P4's 2, X2's 8) to the other kernels."""
+    from cupyconv import _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    ran = _spy(monkeypatch, "_conv_tf32", lambda args: args[4].stride[1])
+    for case in CONV_TF32_FOLD_CASES:
+        test_forward(case, ("float32", "tf32"))
+    assert ran == [c.stride for c in CONV_TF32_FOLD_CASES if c.stride >= _cuda.CONV_TF32_MIN_FOLD]
+    assert len(ran) == 2  # (P4's fold of 2 is not among them)
+
+
 def test_conv_tf32_is_not_for_other_problems(monkeypatch):
     """conv_wgmma_tf32 declines what it has no build or record for: float32
-    "highest", 16-bit types, strided passes, 1 or 5 taps; the result against
-    float64 either way."""
+    "highest", 16-bit types, strided passes that do not fold (a stride that
+    does not divide the kernel), 1 or 5 taps (a phase); grad_input
+    of a strided pass; the result against float64 either way."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
     ran = _spy_conv_tf32(monkeypatch)
     cases = [
         (CONV_TF32_CASES[0], ("float32", "highest")),
         (CONV_TF32_CASES[0], ("float16", "highest")),
-        (Case("ct_s2", 1, 2, 32, 136, (4,), (200,), stride=2, padding=1), ("float32", "tf32")),
+        (Case("ct_s2", 1, 2, 32, 136, (5,), (200,), stride=2, padding=1), ("float32", "tf32")),
+        (Case("ct_s2_k10", 1, 2, 32, 136, (10,), (200,), stride=2), ("float32", "tf32")),
         (Case("ct_k1", 1, 2, 32, 136, (1,), (200,)), ("float32", "tf32")),
         (Case("ct_k5", 1, 2, 32, 136, (5,), (200,)), ("float32", "tf32")),
     ]

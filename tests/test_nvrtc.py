@@ -179,7 +179,8 @@ def test_conv_tf32_compiles_for_sm_90a_without_spills():
     assert "CT_BUFFERS = CT_AHEAD + 1;" in text and int(found["CT_AHEAD"]) + 1 == _kernels.CONV_TF32_BUFFERS
     assert "CT_ATOM = CT_ROWS * 128;" in text and _kernels.CONV_TF32_ATOM == _kernels.CONV_TF32_ROWS * 128
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_tf32.cu"]
-    assert len(names) == len(_kernels.INDEX_TYPES) * len(_kernels.CONV_TF32_TAPS)
+    assert len(names) == len(_kernels.INDEX_TYPES) * len(_kernels.CONV_TF32_TAPS) * 2  # and each FOLD build
+    assert sum(name.endswith(", true>") for name in names) == len(names) // 2
     _check_asynchronous_without_spills("conv_tf32.cu", names)
 
 

@@ -48,10 +48,25 @@
 // the bias, are stored straight to global memory (float per element: 8
 // consecutive columns a row per 4 lanes, whole 32-byte sectors).
 //
+// FOLD builds take window_records' folded record (a forward pass whose
+// stride s divides the kernel, dilation 1: X3, s = 256, 4 taps): GEMM column
+// m is the pair (output channel co = m >> fold_shift, sub-phase r = m %
+// fold), whose tap t is kernel tap k = tap_first + r + t * tap_step of the
+// packed weight (groups, kernel_w, out_channels, channels_padded), and
+// column c writes out[n, group * out_channels + co, out_base + c * out_step
+// + r].  Consecutive columns of a fragment are consecutive outputs: a pair
+// goes out as one 8-byte store where aligned (4 lanes: 32 contiguous bytes).
+// Where the fold has at least CT_ROWS rows a channel, a block's tile is one
+// channel's sub-phases r0 .. r0 + 127, and its items cover only the
+// columns where one of them writes inside the output (as window.cuh's
+// window_block): X3's 513 columns are 512 a tile, 4 items of 128.  The
+// weight is read once per block from the packed weight as it is: nothing
+// else changes.
+//
 // Requirements checked by the host: compute capability 9.0 (sm_90a), a
 // 16-byte-aligned source, the weight packed by pack_window_weight rounded to
 // TF32 (its channels padded to channels_padded, a multiple of 4), and the
-// shared memory conv_tf32_layout counts.
+// shared memory conv_tf32_layout counts; FOLD: a fold of at least 2.
 #include "common.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
@@ -78,12 +93,12 @@ __device__ __forceinline__ void cp_async16_partial(void* dst, const void* src, i
 // but where an item ends.
 struct ConvTf32Stage {
     int item, slice, n, c0;
-    __device__ __forceinline__ void start(int first_item, int col_tiles) {
+    __device__ __forceinline__ void start(int first_item, int col_tiles, int q_first) {
         item = first_item, slice = 0;
-        n = item / col_tiles, c0 = item % col_tiles * CT_POSITIONS;
+        n = item / col_tiles, c0 = q_first + item % col_tiles * CT_POSITIONS;
     }
-    __device__ __forceinline__ void advance(int slices, int stride, int col_tiles) {
-        if (++slice == slices) start(item + stride, col_tiles);
+    __device__ __forceinline__ void advance(int slices, int stride, int col_tiles, int q_first) {
+        if (++slice == slices) start(item + stride, col_tiles, q_first);
     }
 };
 
@@ -93,15 +108,16 @@ struct ConvTf32Stage {
 __device__ __forceinline__ int ct_misalignment(int row, int src_w, int lo) { return ((row & 3) * (src_w & 3) + lo) & 3; }
 #endif
 
-template <typename Index, int TAPS>
+template <typename Index, int TAPS, bool FOLD = false>
 __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
     const float* __restrict__ source,   // (batch, groups * channels, src_w)
-    const float* __restrict__ weight,   // (groups, TAPS, out_channels, channels_padded), TF32-rounded
+    const float* __restrict__ weight,   // (groups, TAPS or FOLD's kernel_w, out_channels, channels_padded), TF32-rounded
     const float* __restrict__ bias,     // (groups * out_channels) or null
     float* __restrict__ out,            // (batch, groups * out_channels, out_w)
     int batch, int groups, int channels, int channels_padded, int out_channels, int src_w, int out_w,
     int count, int out_base, int in_base, int tap_in_step,
-    int window_vectors, int raw_row, int weight_blocks, int co_tiles, int per_combo) {
+    int window_vectors, int raw_row, int weight_blocks, int co_tiles, int per_combo,
+    int fold_shift, int kernel_w, int tap_first, int tap_step, int out_step) {  // FOLD builds only (others: 0, TAPS, 0, 1, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem[];  // the weight atoms first: 1024-byte aligned
     const int tid = threadIdx.x;
@@ -111,8 +127,18 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
 
     const int combo = blockIdx.x / per_combo, share = blockIdx.x % per_combo;
     const int co_tile = combo % co_tiles, group = combo / co_tiles;
-    const int col_tiles = (count + CT_POSITIONS - 1) / CT_POSITIONS;
-    const int items = batch * col_tiles;
+    // FOLD: GEMM columns (co, r) and the columns their tile writes (all, but where a tile is one channel's sub-phases)
+    const int rows = FOLD ? out_channels << fold_shift : out_channels;
+    int q_first = 0, q_end = count;
+    if constexpr (FOLD) {
+        if ((1 << fold_shift) >= CT_ROWS) {
+            const int r0 = (co_tile * CT_ROWS) & ((1 << fold_shift) - 1);
+            q_first = max(0, -floor_div(out_base + r0 + CT_ROWS - 1, out_step));
+            q_end = min(count, floor_div(out_w - 1 - out_base - r0, out_step) + 1);
+        }
+    }
+    const int col_tiles = max(1, (q_end - q_first + CT_POSITIONS - 1) / CT_POSITIONS);
+    const int items = q_end > q_first ? batch * col_tiles : 0;
     const int slices = (channels + CT_SLICE - 1) / CT_SLICE;
     const int my_items = share < items ? (items - share + per_combo - 1) / per_combo : 0;
     const int stages = my_items * slices;
@@ -131,14 +157,20 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
         for (int task = tid; task < tasks; task += CT_THREADS) {
             const int chunk = task % 8, co = task / 8 % CT_ROWS, tb = task / (8 * CT_ROWS);
             const int t = tb / weight_blocks, block = tb % weight_blocks;
-            const int ci = block * 32 + chunk * 4, co_global = co_tile * CT_ROWS + co;
-            const bool valid = ci < channels_padded && co_global < out_channels;
-            const float* src = weight + ((static_cast<Index>(group) * TAPS + t) * out_channels + co_global) * static_cast<Index>(channels_padded) + ci;
+            const int ci = block * 32 + chunk * 4, m = co_tile * CT_ROWS + co;
+            int co_global = m, k = t, taps_stored = TAPS;  // GEMM column m's channel; tap t's row of the packed weight
+            if constexpr (FOLD) {
+                co_global = m >> fold_shift;
+                k = tap_first + (m & ((1 << fold_shift) - 1)) + t * tap_step;
+                taps_stored = kernel_w;
+            }
+            const bool valid = ci < channels_padded && m < rows && k < taps_stored;
+            const float* src = weight + ((static_cast<Index>(group) * taps_stored + k) * out_channels + co_global) * static_cast<Index>(channels_padded) + ci;
             cp_async16(weight_base + tb * CT_ATOM + co * 128 + ((chunk ^ (co % 8)) * 16), valid ? src : weight, valid);
         }
         for (int co = tid; co < CT_ROWS; co += CT_THREADS) {
-            const int co_global = co_tile * CT_ROWS + co;
-            bias_tile[co] = bias != nullptr && co_global < out_channels ? bias[group * out_channels + co_global] : 0.0f;
+            const int m = co_tile * CT_ROWS + co, co_global = FOLD ? m >> fold_shift : m;
+            bias_tile[co] = bias != nullptr && m < rows ? bias[group * out_channels + co_global] : 0.0f;
         }
         cp_async_commit();
     }
@@ -208,13 +240,13 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
     unsigned frag[2][TAPS][CT_KSTEPS][4];
 
     ConvTf32Stage produce, consume;
-    produce.start(share, col_tiles);
+    produce.start(share, col_tiles, q_first);
     consume = produce;
 #pragma unroll
     for (int s = 0; s < CT_AHEAD; ++s) {
         if (s < stages) load(produce, s);
         cp_async_commit();
-        produce.advance(slices, per_combo, col_tiles);
+        produce.advance(slices, per_combo, col_tiles, q_first);
     }
     cp_async_wait_group<CT_AHEAD>();  // the weight
     fence_proxy_async();              // (cp.async writes, read by the tensor cores)
@@ -230,7 +262,7 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
         __syncthreads();
         if (s + CT_AHEAD < stages) load(produce, s + CT_AHEAD);
         cp_async_commit();
-        produce.advance(slices, per_combo, col_tiles);
+        produce.advance(slices, per_combo, col_tiles, q_first);
 
         const int lo = in_base + consume.c0 + lo_offset;
         if (consume.slice == 0) mis = ct_misalignment((consume.n * groups + group) * channels + t4, src_w, lo);
@@ -266,22 +298,47 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
             // (float per element: 8 consecutive columns of a row per 4 lanes, whole 32-byte sectors.  A
             // version without the checks for whole tiles measured 4-7% slower on P2's forward pass.)
             const Index out_row0 = (static_cast<Index>(consume.n) * groups + group) * out_channels;
+            if constexpr (FOLD) {
+                // columns m and m + 1 (m even) are sub-phases r and r + 1 of one channel: outputs o and o + 1
 #pragma unroll
-            for (int j = 0; j < 16; ++j)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int co = 8 * j + 2 * t4 + e, co_global = co_tile * CT_ROWS + co;
-                    if (co_global >= out_channels) continue;
+                for (int j = 0; j < 16; ++j) {
+                    const int co = 8 * j + 2 * t4, m = co_tile * CT_ROWS + co;
+                    if (m >= rows) continue;
+                    const int r = m & ((1 << fold_shift) - 1);
                     const float b = bias_tile[co];
-                    float* const row = out + (out_row0 + co_global) * static_cast<Index>(out_w) + out_base;
+                    float* const channel = out + (out_row0 + (m >> fold_shift)) * static_cast<Index>(out_w);
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         const int c = consume.c0 + fragment_column + 8 * h;
-                        if (c < count) row[c] = acc[4 * j + 2 * h + e] + b;
+                        const int o = out_base + c * out_step + r;
+                        if (c >= q_end || o + 1 < 0 || o >= out_w) continue;
+                        const float v0 = acc[4 * j + 2 * h] + b, v1 = acc[4 * j + 2 * h + 1] + b;
+                        if (o >= 0 && o + 1 < out_w && (reinterpret_cast<unsigned long long>(channel + o) & 7) == 0) {
+                            *reinterpret_cast<float2*>(channel + o) = make_float2(v0, v1);
+                        } else {
+                            if (o >= 0) channel[o] = v0;
+                            if (o + 1 < out_w) channel[o + 1] = v1;
+                        }
                     }
                 }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 16; ++j)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int co = 8 * j + 2 * t4 + e, co_global = co_tile * CT_ROWS + co;
+                        if (co_global >= out_channels) continue;
+                        const float b = bias_tile[co];
+                        float* const row = out + (out_row0 + co_global) * static_cast<Index>(out_w) + out_base;
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int c = consume.c0 + fragment_column + 8 * h;
+                            if (c < count) row[c] = acc[4 * j + 2 * h + e] + b;
+                        }
+                    }
+            }
         }
-        consume.advance(slices, per_combo, col_tiles);
+        consume.advance(slices, per_combo, col_tiles, q_first);
     };
     // In pairs, so that every path into a stage leaves only the other register set's MMAs in flight
     // (with the odd stage inside the loop, ptxas serialized every wgmma).
