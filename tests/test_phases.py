@@ -1392,9 +1392,10 @@ def test_wgmma_grad_input_computes_the_correlation(case, dtype):
 def test_conv_tf32_plans():
     """conv_wgmma_tf32's plans on the host (no GPU): P2's passes fit the
     H100's 232,448 bytes of shared memory with one block per multiprocessor;
-    what it has no build, record or room for gets no plan (5 taps, a stride,
-    a weight tile over the shared memory, rows too long for its 32-bit copy
-    offsets)."""
+    X3's folded forward pass takes a FOLD build, one block for each of its
+    128 tiles; what it has no build, record or room
+    for gets no plan (5 taps, a stride that does not fold, a weight tile over
+    the shared memory, rows too long for its 32-bit copy offsets)."""
     from cupyconv import _cuda
 
     def plan(x_shape, w_shape, pass_name="forward", **kwargs):
@@ -1407,7 +1408,11 @@ def test_conv_tf32_plans():
         assert launch.name == _kernels.conv_tf32_name("int", 3)
         assert launch.blocks == 132 and launch.shared == 231936 and len(flat) == 9
     assert plan((4, 128, 4096), (128, 128, 5)) is None
-    assert plan((4, 128, 4096), (128, 128, 4), stride=2, padding=1) is None
+    launch, flat = plan((8, 64, 512), (64, 64, 1024), stride=256, padding=384)  # X3
+    assert launch.name == _kernels.conv_tf32_name("int", 4, True) and len(flat) == 9
+    assert launch.blocks == 128 and launch.shared == 166400
+    assert plan((4, 128, 4096), (128, 128, 4), stride=2, padding=1)[0].name == _kernels.conv_tf32_name("int", 2, True)
+    assert plan((4, 128, 4096), (128, 128, 5), stride=2, padding=1) is None
     assert plan((4, 256, 4096), (256, 128, 3)) is None
     assert plan((1, 128, 1 << 27), (128, 128, 3)) is None
 
