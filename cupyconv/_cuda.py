@@ -639,9 +639,11 @@ CONV_TF32_MIN_FOLD = 128
 @functools.lru_cache(maxsize=1024)
 def _conv_tf32_plan(geometry: Geometry, pass_name: str, index: str, multiprocessors: int, max_shared: int):
     """(conv_wgmma_tf32 launch, phase records), or None where it cannot run
-    this pass (not one stride-1 record, no build for its taps, too little
-    shared memory).  One block per multiprocessor: every (group, output-
-    channel tile) combination gets the same number of blocks, each working
+    this pass (not one stride-1 record or one folded record, no build for
+    its taps, too little shared memory).  A folded record (X3) takes a FOLD
+    build: its tiles are 128 (output channel, sub-phase) columns.  One block
+    per multiprocessor: every (group, output-channel tile) combination gets
+    the same number of blocks, as many as fit in one wave, each working
     through its share of the (image, column tile) items."""
     problem = _window_problem(geometry, pass_name, "float32", row_unit=4)
     if problem is None:
