@@ -296,46 +296,81 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
             wgmma_wait<0>();
             pin(acc);
             // (float per element: 8 consecutive columns of a row per 4 lanes, whole 32-byte sectors.  A
-            // version without the checks for whole tiles measured 4-7% slower on P2's forward pass.)
+            // version without the checks for whole tiles measured 4-7% slower on P2's forward pass.)  The
+            // addresses come from one pointer an item, stepped or offset by constants, and no check is
+            // repeated per element (perf notes v34: the per-store index arithmetic was half the kernel's
+            // instructions on X3).
             const Index out_row0 = (static_cast<Index>(consume.n) * groups + group) * out_channels;
+            const int c_first = consume.c0 + fragment_column;  // this thread's columns: c_first and c_first + 8
             if constexpr (FOLD) {
-                // columns m and m + 1 (m even) are sub-phases r and r + 1 of one channel: outputs o and o + 1
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    const int co = 8 * j + 2 * t4, m = co_tile * CT_ROWS + co;
-                    if (m >= rows) continue;
-                    const int r = m & ((1 << fold_shift) - 1);
-                    const float b = bias_tile[co];
-                    float* const channel = out + (out_row0 + (m >> fold_shift)) * static_cast<Index>(out_w);
+                if ((1 << fold_shift) >= CT_ROWS) {
+                    // the tile is one channel's sub-phases r0 .. r0 + 127: row pair j (sub-phases r0 + 8 j + 2 t4
+                    // and + 1) of column c is outputs o and o + 1, o = out_base + c * out_step + r0 + 2 t4 + 8 j
+                    const int r0 = (co_tile * CT_ROWS) & ((1 << fold_shift) - 1);
+                    float* const channel = out + (out_row0 + ((co_tile * CT_ROWS) >> fold_shift)) * static_cast<Index>(out_w);
+                    const float b = bias_tile[0];
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
-                        const int c = consume.c0 + fragment_column + 8 * h;
-                        const int o = out_base + c * out_step + r;
-                        if (c >= q_end || o + 1 < 0 || o >= out_w) continue;
-                        const float v0 = acc[4 * j + 2 * h] + b, v1 = acc[4 * j + 2 * h + 1] + b;
-                        if (o >= 0 && o + 1 < out_w && (reinterpret_cast<unsigned long long>(channel + o) & 7) == 0) {
-                            *reinterpret_cast<float2*>(channel + o) = make_float2(v0, v1);
+                        const int c = c_first + 8 * h;
+                        if (c >= q_end) continue;
+                        const int o0 = out_base + c * out_step + r0 + 2 * t4;
+                        float* const at = channel + o0;
+                        if ((reinterpret_cast<unsigned long long>(at) & 7) == 0 && o0 >= 0 && o0 + 8 * 15 + 1 < out_w) {
+                            // every pair inside the output and aligned: 16 8-byte stores at constant offsets
+#pragma unroll
+                            for (int j = 0; j < 16; ++j)
+                                *reinterpret_cast<float2*>(at + 8 * j) = make_float2(acc[4 * j + 2 * h] + b, acc[4 * j + 2 * h + 1] + b);
                         } else {
-                            if (o >= 0) channel[o] = v0;
-                            if (o + 1 < out_w) channel[o + 1] = v1;
+#pragma unroll
+                            for (int j = 0; j < 16; ++j) {
+                                const unsigned o = static_cast<unsigned>(o0 + 8 * j);  // o < out_w: 0 <= o < out_w
+                                if (o < static_cast<unsigned>(out_w)) at[8 * j] = acc[4 * j + 2 * h] + b;
+                                if (o + 1 < static_cast<unsigned>(out_w)) at[8 * j + 1] = acc[4 * j + 2 * h + 1] + b;
+                            }
+                        }
+                    }
+                } else {
+                    // columns m and m + 1 (m even) are sub-phases r and r + 1 of one channel: outputs o and o + 1
+#pragma unroll
+                    for (int j = 0; j < 16; ++j) {
+                        const int co = 8 * j + 2 * t4, m = co_tile * CT_ROWS + co;
+                        if (m >= rows) continue;
+                        const int r = m & ((1 << fold_shift) - 1);
+                        const float b = bias_tile[co];
+                        float* const channel = out + (out_row0 + (m >> fold_shift)) * static_cast<Index>(out_w);
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int c = c_first + 8 * h;
+                            const int o = out_base + c * out_step + r;
+                            if (c >= q_end || o + 1 < 0 || o >= out_w) continue;
+                            const float v0 = acc[4 * j + 2 * h] + b, v1 = acc[4 * j + 2 * h + 1] + b;
+                            if (o >= 0 && o + 1 < out_w && (reinterpret_cast<unsigned long long>(channel + o) & 7) == 0) {
+                                *reinterpret_cast<float2*>(channel + o) = make_float2(v0, v1);
+                            } else {
+                                if (o >= 0) channel[o] = v0;
+                                if (o + 1 < out_w) channel[o + 1] = v1;
+                            }
                         }
                     }
                 }
             } else {
+                // output channel co_tile * CT_ROWS + 8 j + 2 t4 + e, column c: rows 8 apart a step of j
+                const int limit = out_channels - co_tile * CT_ROWS - 2 * t4;  // its rows 8 j + e < limit exist
+                const bool in0 = c_first < count, in1 = c_first + 8 < count;
+                const Index step = out_w;
+                float* row = out + (out_row0 + co_tile * CT_ROWS + 2 * t4) * step + out_base + c_first;
 #pragma unroll
-                for (int j = 0; j < 16; ++j)
+                for (int j = 0; j < 16; ++j) {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const int co = 8 * j + 2 * t4 + e, co_global = co_tile * CT_ROWS + co;
-                        if (co_global >= out_channels) continue;
-                        const float b = bias_tile[co];
-                        float* const row = out + (out_row0 + co_global) * static_cast<Index>(out_w) + out_base;
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            const int c = consume.c0 + fragment_column + 8 * h;
-                            if (c < count) row[c] = acc[4 * j + 2 * h + e] + b;
-                        }
+                        if (8 * j + e >= limit) continue;
+                        const float b = bias_tile[8 * j + 2 * t4 + e];
+                        float* const at = row + e * step;
+                        if (in0) at[0] = acc[4 * j + e] + b;
+                        if (in1) at[8] = acc[4 * j + 2 + e] + b;
                     }
+                    row += 8 * step;
+                }
             }
         }
         consume.advance(slices, per_combo, col_tiles, q_first);
