@@ -1247,17 +1247,9 @@ __global__ void __launch_bounds__(WGMMA_THREADS, 1) grad_weight_wgmma(
     auto load = [&](int k) {
         const int item = first + k;
         const int n = item / chunks, l0 = item % chunks * GW_POSITIONS;
-        // x: task (atom h, row ci, chunk c): a warp copies 4 rows x 8 chunks of one atom
-        unsigned char* const xd = x_base + (k % X_BUFFERS) * X_BYTES;
-#pragma unroll
-        for (int i = 0; i < BN * GW_POSITIONS / 8 / WGMMA_THREADS; ++i) {
-            const int task = tid + i * WGMMA_THREADS;
-            const int c = task % 8, row = task / 8 % BN, h = task / (8 * BN);
-            const int ci = ci_tile * BN + row, l = l0 + 64 * h + 8 * c;
-            const bool valid = ci < channels && l < in_w;  // in_w % 8 == 0: all or nothing
-            const T* src = x + ((static_cast<Index>(n) * groups + group) * channels + ci) * static_cast<Index>(in_w) + l;
-            cp_async16(xd + h * X_ATOM + row * 128 + ((c ^ (row % 8)) * 16), valid ? src : x, valid);
-        }
+        // x: two atoms of 64 positions (X_ATOM bytes apart)
+        const T* const image = x + (static_cast<Index>(n) * groups + group) * channels * static_cast<Index>(in_w);
+        copy_x_atoms<T, Index, BN, GW_POSITIONS / 64, WGMMA_THREADS>(x_base + (k % X_BUFFERS) * X_BYTES, image, x, ci_tile * BN, channels, l0, in_w);
         // gy: positions window_first .. of channel co's row, COPY bytes a copy
         const int co = co_tile * BM + my_row;
         const int window_first = l0 - padding - shift0;  // a multiple of 8

@@ -86,16 +86,8 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     auto load = [&](int k) {
         const int item = first + k;
         const int n = item / per_image, l0 = item % per_image * GWO_P;
-        unsigned char* const xd = x_base + (k % GWO_STAGES) * GWO_X_BYTES;
-#pragma unroll
-        for (int i = 0; i < GWO_BN * GWO_P / 8 / GWO_THREADS; ++i) {
-            const int task = tid + i * GWO_THREADS;
-            const int c = task % 8, row = task / 8;
-            const int ci = ci0 + row, l = l0 + 8 * c;
-            const bool valid = ci < in_channels && l < in_w;  // in_w % 8 == 0: all or nothing
-            const T* src = x + (static_cast<Index>(n) * in_channels + ci) * in_w + l;
-            cp_async16(xd + row * 128 + (c ^ (row % 8)) * 16, valid ? src : x, valid);
-        }
+        const T* const image = x + static_cast<Index>(n) * in_channels * in_w;
+        copy_x_atoms<T, Index, GWO_BN, GWO_P / 64, GWO_THREADS>(x_base + (k % GWO_STAGES) * GWO_X_BYTES, image, x, ci0, in_channels, l0, in_w);
         unsigned char* const wd = w_base + (k % GWO_STAGES) * GWO_WINDOW_BYTES;
         const int e0 = 8 * l0 - padding;  // a multiple of UNIT
         for (int task = tid; task < GWO_CO * PER_ROW; task += GWO_THREADS) {

@@ -25,6 +25,26 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 // Ordinary shared-memory stores, made visible to the tensor cores' reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Starts the copy of a 16-bit x tile into K-major atoms, 128-byte swizzled:
+// rows ci0 .. ci0 + ROWS - 1 of `image` (an image's channel 0 at position 0,
+// rows in_w elements apart) at positions l0 .. l0 + 64 ATOMS - 1, atom h's
+// channel row r holding 64 positions in 128 bytes at dst + (h ROWS + r) * 128
+// (16-byte chunk c at chunk c ^ r % 8).  A warp copies 4 rows x 8 chunks, each
+// row into one 128-byte line.  Zeros for channels past `channels` and
+// positions past in_w (a multiple of 8: a chunk is all or nothing); `any` is
+// a valid address for the copies that read nothing.  The caller commits.
+template <typename T, typename Index, int ROWS, int ATOMS, int THREADS>
+__device__ __forceinline__ void copy_x_atoms(unsigned char* dst, const T* image, const T* any, int ci0, int channels, int l0, int in_w) {
+    static_assert(sizeof(T) == 2 && ROWS * 64 * ATOMS / 8 % THREADS == 0, "16-bit rows of 64 positions, whole tasks a thread");
+#pragma unroll
+    for (int i = 0; i < ROWS * 64 * ATOMS / 8 / THREADS; ++i) {
+        const int task = threadIdx.x + i * THREADS;
+        const int c = task % 8, row = task / 8 % ROWS, h = task / (8 * ROWS);
+        const int ci = ci0 + row, l = l0 + 64 * h + 8 * c;
+        const bool valid = ci < channels && l < in_w;
+        cp_async16(dst + (h * ROWS + row) * 128 + (c ^ (row % 8)) * 16, valid ? image + static_cast<Index>(ci) * in_w + l : any, valid);
+    }
+}
 // Keeps the compiler from moving accumulator accesses across the asynchronous MMAs.
 template <int N>
 __device__ __forceinline__ void pin(float (&d)[N]) {
