@@ -185,8 +185,11 @@ FILL_CASES = [
 # tails in both tiles with groups and one unused tap of the chunk, two chunks
 # of 8 taps, exactly 8, one tap with stride 4, paddings past the first items,
 # rows cut inside an item, no batch.  The 16-byte copies (stride 1, rows of
-# whole vectors) run on gwp_p1like and on both chunks of gwp_k12_vec (whose
-# x rows are not whole vectors), the 4-byte ones elsewhere.
+# whole vectors) run on gwp_p1like, gwp_tails_vec and on both chunks of
+# gwp_k12_vec (whose x rows are not whole vectors), the 4-byte ones
+# elsewhere.  Window columns with missing rows (copy_window_column): 16-byte
+# in gwp_tails_vec (both kernels) and gwp_k12_vec (grad_weight_phase), 4-byte
+# in gwp_tails_g2, gwp_k12 and gwp_unbatched.
 GRAD_WEIGHT_PHASE_CASES = [
     Case("gwp_p1like", 1, 3, 32, 64, (5,), (1000,), dilation=3),
     Case("gwp_p4like", 1, 2, 32, 64, (3,), (700,), stride=2, padding=1, dilation=2),
@@ -196,6 +199,7 @@ GRAD_WEIGHT_PHASE_CASES = [
     Case("gwp_k8_s2_d4", 1, 2, 32, 64, (8,), (200,), stride=2, padding=7, dilation=4),
     Case("gwp_k1_s4", 1, 2, 24, 32, (1,), (400,), stride=4, output_padding=3),
     Case("gwp_unbatched", 1, None, 20, 36, (2,), (333,), stride=2, padding=3, dilation=4, bias=False),
+    Case("gwp_tails_vec", 1, 2, 24, 20, (3,), (508,), padding=4, dilation=2),
 ]
 
 

@@ -69,43 +69,43 @@ __global__ void __launch_bounds__(GIP_THREADS, 2) grad_input_phase(
     const int chunks = (out_channels + GIP_J - 1) / GIP_J;
 
     const bool g_vectors = stride == 1 && out_w % 4 == 0 && ((l0 - padding) & 3) == 0 && reinterpret_cast<unsigned long long>(gy) % 16 == 0;
+    const int g_len = g_vectors ? (window + 3) / 4 : window;  // copies a window row
+    // The weight: thread (ci, jj) = (tid / 8, tid % 8) copies w[ci, j0 + jj, k] for every tap k.
+    static_assert(GIP_BM * GIP_J == GIP_THREADS, "one thread a (ci, j) pair of the weight tile");
+    const int w_jj = tid % GIP_J, w_ci = tid / GIP_J;
+    const bool w_row = ci0 + w_ci < channels;
+    const T* w_src = w + ((static_cast<Index>(group) * channels + ci0 + w_ci) * out_channels + w_jj) * kernel_w;
     int chunk = 0;
     auto load = [&](int buf) {
         const int j0 = chunk * GIP_J;
         ++chunk;
-        T* ws = w_tile(buf);
-        // the weight: (k, ci, j) with j fastest in memory order (ci, j, k) read back strided
-        for (int task = tid; task < kernel_w * GIP_BM * GIP_J; task += GIP_THREADS) {
-            const int jj = task % GIP_J, rest = task / GIP_J;
-            const int ci = rest % GIP_BM, k = rest / GIP_BM;
-            const bool valid = ci0 + ci < channels && j0 + jj < out_channels;
-            const T* src = w + ((static_cast<Index>(group) * channels + ci0 + ci) * out_channels + j0 + jj) * kernel_w + k;
-            cp_async_small<4>(ws + (k * GIP_BM + ci) * GIP_WROW + jj, valid ? src : w, valid);
-        }
+        const unsigned ws = shared_address(w_tile(buf) + w_ci * GIP_WROW + w_jj);
+        const bool w_valid = w_row && j0 + w_jj < out_channels;
+        const T* w_at = w_valid ? w_src + static_cast<Index>(j0) * kernel_w : w;
+        for (int k = 0; k < kernel_w; ++k) cp_async_to<4>(ws + 4 * k * GIP_BM * GIP_WROW, w_at + (w_valid ? k : 0), w_valid);
         // The window: GIP_J rows of `window` positions (16-byte copies of 4
         // where the rows allow: stride 1, whole vectors from the block's first
-        // position) as one list of tasks, each thread's (row, position)
-        // stepped by 256 tasks (no division).
-        T* gs = g_tile(buf);
+        // position).  Each thread copies whole columns (tid, tid + 256, ...):
+        // a column's grad_output position and bounds are found once, and its
+        // rows step by out_w in global memory and `row` floats in shared
+        // memory (copy_window_column).
+        const unsigned gs = shared_address(g_tile(buf));
         const T* g_rows = gy + (gy_image + j0) * out_w;
-        const int g_len = g_vectors ? (window + 3) / 4 : window;
-        const int g_rows_step = GIP_THREADS / g_len, g_cols_step = GIP_THREADS % g_len;
-        int r = tid / g_len, c = tid % g_len;
-        if (g_vectors) {
-            for (; r < GIP_J; r += g_rows_step) {
-                const int o = l0 - padding + 4 * c;
-                const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
-                cp_async16(gs + r * row + 4 * c, valid ? g_rows + static_cast<Index>(r) * out_w + o : gy, valid);
-                c += g_cols_step;
-                if (c >= g_len) c -= g_len, ++r;
-            }
-        } else {
-            for (; r < GIP_J; r += g_rows_step) {
-                const int o = (l0 + c) * stride - padding;
-                const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
-                cp_async_small<4>(gs + r * row + c, valid ? g_rows + static_cast<Index>(r) * out_w + o : gy, valid);
-                c += g_cols_step;
-                if (c >= g_len) c -= g_len, ++r;
+        const int rows = min(GIP_J, out_channels - j0);
+        for (int c = tid; c < g_len; c += GIP_THREADS) {
+            const int o = g_vectors ? l0 - padding + 4 * c : (l0 + c) * stride - padding;
+            const bool inside = o >= 0 && o < out_w;
+            const T* src = g_rows + (inside ? o : 0);
+            if (g_vectors) {
+                if (rows == GIP_J) {
+                    copy_window_column<16, GIP_J, true>(gs + 16 * c, 4 * row, src, static_cast<Index>(out_w), inside, rows);
+                } else {
+                    copy_window_column<16, GIP_J, false>(gs + 16 * c, 4 * row, src, static_cast<Index>(out_w), inside, rows);
+                }
+            } else if (rows == GIP_J) {
+                copy_window_column<4, GIP_J, true>(gs + 4 * c, 4 * row, src, static_cast<Index>(out_w), inside, rows);
+            } else {
+                copy_window_column<4, GIP_J, false>(gs + 4 * c, 4 * row, src, static_cast<Index>(out_w), inside, rows);
             }
         }
     };

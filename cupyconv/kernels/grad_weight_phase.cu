@@ -83,16 +83,20 @@ __global__ void __launch_bounds__(GWP_THREADS, TAPS <= 5 ? 2 : 1) grad_weight_ph
     // Copies of the next item into buffer `buf`; zeros past the channels, past
     // in_w and outside grad_output.  16-byte copies where the rows allow
     // (x: in_w % 4 == 0; the window: stride 1 and every item's first
-    // position a multiple of 4), else 4 bytes.  Each thread's (row, position)
-    // is stepped from its first by the fixed stride of 256 tasks: the copies'
-    // index arithmetic was about 40% of the kernel's instructions when every
-    // copy divided its task index (SASS, P1).
+    // position a multiple of 4), else 4 bytes.  x's tasks divide by
+    // constants; the window's are columns (below): a list of (row, position)
+    // tasks cost about 33 instructions a 4-byte copy (SASS, P4), about as
+    // many as the item's MMAs and splits.
     const bool x_vectors = in_w % 4 == 0 && reinterpret_cast<unsigned long long>(x) % 16 == 0;
     const bool g_vectors = stride == 1 && out_w % 4 == 0 && ((k0 * step - padding) & 3) == 0 &&
                            reinterpret_cast<unsigned long long>(gy) % 16 == 0;
     const int g_len = g_vectors ? (window + 3) / 4 : window;  // copies a window row
-    const int g_row0 = tid / g_len, g_col0 = tid % g_len;
-    const int g_rows_step = GWP_THREADS / g_len, g_cols_step = GWP_THREADS % g_len;
+    // The window's copies: warp w copies rows w, w + 8, ..., w + 56, its lanes
+    // columns lane, lane + 32, ...: a column's grad_output position and bounds
+    // are found once for its 8 rows, which step by 8 rows in global and
+    // shared memory (copy_window_column).
+    static_assert(GWP_BN == 8 * (GWP_THREADS / 32), "eight rows a warp");
+    const int g_warp_rows = min(8, max(0, (out_channels - j0 - warp + 7) / 8));  // rows w + 8i inside the channels
     Index item = first;
     auto load = [&](int buf) {
         const Index n = item / per_image;
@@ -116,25 +120,24 @@ __global__ void __launch_bounds__(GWP_THREADS, TAPS <= 5 ? 2 : 1) grad_weight_ph
                 cp_async_small<4>(xs + r * GWP_XS + c, valid ? x_image + static_cast<Index>(r) * in_w + c : x, valid);
             }
         }
-        T* gs = g_tile(buf);
+        const unsigned gs = shared_address(g_tile(buf) + warp * row);
         const int o0 = (l0 + k0 * step) * stride - padding;  // grad_output position of window position 0
-        const T* g_image = gy + (image * out_channels + j0) * out_w;
-        int r = g_row0, c = g_col0;
-        if (g_vectors) {
-            for (; r < GWP_BN; r += g_rows_step) {
-                const int o = o0 + 4 * c;
-                const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
-                cp_async16(gs + r * row + 4 * c, valid ? g_image + static_cast<Index>(r) * out_w + o : gy, valid);
-                c += g_cols_step;
-                if (c >= g_len) c -= g_len, ++r;
-            }
-        } else {
-            for (; r < GWP_BN; r += g_rows_step) {
-                const int o = o0 + c * stride;
-                const bool valid = j0 + r < out_channels && o >= 0 && o < out_w;
-                cp_async_small<4>(gs + r * row + c, valid ? g_image + static_cast<Index>(r) * out_w + o : gy, valid);
-                c += g_cols_step;
-                if (c >= g_len) c -= g_len, ++r;
+        const T* g_image = gy + (image * out_channels + j0 + min(warp, max(out_channels - j0 - 1, 0))) * out_w;
+        const Index g_step = static_cast<Index>(8) * out_w;
+        for (int c = lane; c < g_len; c += 32) {
+            const int o = g_vectors ? o0 + 4 * c : o0 + c * stride;
+            const bool inside = o >= 0 && o < out_w;
+            const T* src = g_image + (inside ? o : 0);
+            if (g_vectors) {
+                if (g_warp_rows == 8) {
+                    copy_window_column<16, 8, true>(gs + 16 * c, 32 * row, src, g_step, inside, 8);
+                } else {
+                    copy_window_column<16, 8, false>(gs + 16 * c, 32 * row, src, g_step, inside, g_warp_rows);
+                }
+            } else if (g_warp_rows == 8) {
+                copy_window_column<4, 8, true>(gs + 4 * c, 32 * row, src, g_step, inside, 8);
+            } else {
+                copy_window_column<4, 8, false>(gs + 4 * c, 32 * row, src, g_step, inside, g_warp_rows);
             }
         }
     };

@@ -63,6 +63,40 @@ __device__ __forceinline__ void stmatrix_x4_trans(void* p, const unsigned (&r)[4
 }
 #endif
 
+// 4 or 16 bytes global -> shared (a shared_address); zeros where !valid.
+template <int BYTES>
+__device__ __forceinline__ void cp_async_to(unsigned dst, const void* src, bool valid) {
+    if constexpr (BYTES == 16) {
+        cp_async16_to(dst, src, valid);
+    } else {
+        static_assert(BYTES == 4, "4 or 16 bytes");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+    }
+}
+
+// ROWS rows of one column of a staged window: row r from src + r * src_row
+// (global, elements) to dst + r * dst_row (shared, bytes), BYTES each; zeros
+// where !inside.  FULL: all ROWS rows exist; otherwise rows r >= rows are
+// zeros (and their addresses are not formed).  The caller passes a src that
+// is a valid address for every existing row even where !inside.  A copy is
+// the copy and two pointer steps: a list of (row, position) tasks with the
+// bounds and 64-bit address worked out per copy cost about 40 instructions a
+// copy (grad_input_phase's SASS).
+template <int BYTES, int ROWS, bool FULL, typename T, typename Index>
+__device__ __forceinline__ void copy_window_column(unsigned dst, int dst_row, const T* src, Index src_row, bool inside, int rows) {
+    const T* at = src;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        if (FULL || r < rows) {
+            cp_async_to<BYTES>(dst, at, inside);
+        } else {
+            cp_async_to<BYTES>(dst, src, false);  // row 0's address, nothing read
+        }
+        dst += dst_row;
+        at += src_row;
+    }
+}
+
 // VB bytes global -> shared: 16 through L2 only (.cg), 8 through L1 (.ca).
 template <int VB>
 __device__ __forceinline__ void cp_async_vector(void* dst, const void* src, bool valid) {
