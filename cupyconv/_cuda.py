@@ -1677,6 +1677,11 @@ def _backward(grad_output, x, weight, geometry: Geometry, output_mask, precision
         if want_weight:
             grad_weight = _grad_weight(sub_gy4, _contiguous4(x, geometry.input_shape4), sub, precision, out[1])
         want_input = want_weight = False
+    if want_input and want_weight:
+        fused = _grad_phase_fused(gy4, x, weight, geometry, precision, out)
+        if fused is not None:
+            grad_input, grad_weight = fused
+            want_input = want_weight = False
     if want_input:
         grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
     if want_weight:
@@ -2216,13 +2221,14 @@ GRAD_WEIGHT_PHASE_MAX_TILES = {1: 8, 3: 2}
 
 
 @functools.lru_cache(maxsize=1024)
-def _grad_weight_phase_plan(geometry: Geometry, index: str, passes: int, multiprocessors: int, max_shared: int):
+def _grad_weight_phase_plan(geometry: Geometry, index: str, passes: int, multiprocessors: int, max_shared: int, gx: bool = False):
     """(grad_weight_phase launch, workspace shape, sum_splits launch), or None
-    where it does not apply (see grad_weight_phase_layout) or does not fit in
-    shared memory.  Two blocks a multiprocessor (one with 8 taps) between
-    the (group, tap chunk, channel tiles) combinations and the splits of the
+    where it does not apply (see grad_weight_phase_layout, and with `gx`
+    grad_phase_fused_layout) or does not fit in shared memory.  Two blocks a
+    multiprocessor (one with 8 taps, or with `gx`: 512 threads) between the
+    (group, tap chunk, channel tiles) combinations and the splits of the
     items (image, 64 positions)."""
-    layout = _kernels.grad_weight_phase_layout(geometry)
+    layout = (_kernels.grad_phase_fused_layout if gx else _kernels.grad_weight_phase_layout)(geometry)
     if layout is None or layout[4] > max_shared:
         return None
     taps, step, window, row, shared = layout
@@ -2234,7 +2240,7 @@ def _grad_weight_phase_plan(geometry: Geometry, index: str, passes: int, multipr
     tap_chunks = -(-kernel // taps)
     items = batch * -(-in_w // _kernels.GRAD_WEIGHT_PHASE_POSITIONS)
     independent = ci_tiles * j_tiles * tap_chunks * geometry.groups
-    splits = _splits(independent, items, 8, multiprocessors, blocks_per_multiprocessor=1 if taps > 5 else 2)
+    splits = _splits(independent, items, 8, multiprocessors, blocks_per_multiprocessor=1 if gx or taps > 5 else 2)
     per_split = -(-items // splits)
     splits = -(-items // per_split)
     if per_split > _kernels.INT32_LIMIT:
@@ -2244,8 +2250,9 @@ def _grad_weight_phase_plan(geometry: Geometry, index: str, passes: int, multipr
         _i32(kernel), _i32(geometry.stride[1]), _i32(geometry.padding[1]), _i32(step), _i32(window), _i32(row),
         _i32(per_split), _i32(ci_tiles), _i32(j_tiles), _i32(tap_chunks),
     )  # fmt: skip
-    name = _kernels.grad_weight_phase_name(index, taps, passes)
-    partial = _Launch("grad_weight_phase.cu", name, _blocks_for(independent * splits), _kernels.GRAD_WEIGHT_PHASE_THREADS, scalars, shared)
+    name = _kernels.grad_weight_phase_name(index, taps, passes, gx)
+    threads = _kernels.GRAD_PHASE_FUSED_THREADS if gx else _kernels.GRAD_WEIGHT_PHASE_THREADS
+    partial = _Launch("grad_weight_phase.cu", name, _blocks_for(independent * splits), threads, scalars, shared)
     count = math.prod(geometry.weight_shape4)
     return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan("float32", count, splits, multiprocessors)
 
@@ -2264,9 +2271,56 @@ def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: in
     if _grad_weight_phase_plan(geometry, "int", passes, multiprocessors, max_shared) is None:
         return False
     _run_split_reduction(
-        lambda index: _grad_weight_phase_plan(geometry, index, passes, multiprocessors, max_shared), (x4, gy4), (x4.size, gy4.size), grad
+        lambda index: _grad_weight_phase_plan(geometry, index, passes, multiprocessors, max_shared), (x4, gy4, None, None), (x4.size, gy4.size), grad
     )
     return True
+
+
+# Where both gradients would run the phase kernels (grad_input_phase and
+# grad_weight_phase) and a group fits one tile of each (32 input channels, 64
+# output channels, up to 3 taps), one launch of grad_weight_phase's GX build
+# computes both from each staged window, reading grad_output once instead of
+# twice.  Routed in "tf32" at strides above 1, where the two kernels read
+# every sector of grad_output for half of its elements: P4 1.04 -> 0.81 ms.
+# In "highest" (P4 1.24-1.26 against 1.22-1.25) and at stride 1 (P1 "tf32"
+# 1.46 against 2.06, with 5 taps) its one block of 16 warps a
+# multiprocessor, half of them on each GEMM in step, gained nothing or lost
+# (perf notes v35).  False runs the two kernels; "anywhere" lifts the size,
+# channel, mode and stride rules (tests).
+USE_GRAD_PHASE_FUSED = True
+
+
+def _grad_phase_fused(gy4, x, weight, geometry: Geometry, precision: str, out):
+    """(grad_input, grad_weight) from grad_weight_phase's GX build where it is
+    routed, else None (nothing launched)."""
+    dtype = _geometry.dtype_name(gy4.dtype)
+    if not (USE_GRAD_PHASE_FUSED and USE_GRAD_INPUT_PHASE and USE_GRAD_WEIGHT_PHASE) or dtype != "float32":
+        return None
+    passes = _passes(dtype, precision, geometry, "grad_input")
+    if passes not in _kernels.GRAD_WEIGHT_PHASE_PASSES or passes != _passes(dtype, precision, geometry, "grad_weight"):
+        return None
+    if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:
+        return None
+    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
+    if USE_GRAD_PHASE_FUSED != "anywhere" and (
+        passes != 1 or geometry.stride[1] == 1 or gy4.size < WINDOW_MIN_OUTPUT or min(channels, out_channels) < GRAD_WEIGHT_PHASE_MIN_CHANNELS
+    ):
+        return None
+    multiprocessors, max_shared = _multiprocessors(), _max_shared()
+    if _grad_weight_phase_plan(geometry, "int", passes, multiprocessors, max_shared, True) is None:
+        return None
+    grad4 = _output(out[0], geometry.input_shape4, gy4.dtype)
+    if grad4.data.ptr % 8:  # float2 stores
+        return None
+    x4, weight = _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight)
+    grad = _output(out[1], geometry.weight_shape4, gy4.dtype)
+    _run_split_reduction(
+        lambda index: _grad_weight_phase_plan(geometry, index, passes, multiprocessors, max_shared, True),
+        (x4, gy4, weight, grad4),
+        (x4.size, gy4.size, grad4.size, weight.size),
+        grad,
+    )
+    return grad4.reshape(geometry.user_shape(geometry.input_shape4)), grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
 
 
 def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):

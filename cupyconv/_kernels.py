@@ -1185,8 +1185,8 @@ GRAD_WEIGHT_PHASE_THREADS = 256  # its GWP_THREADS
 GRAD_WEIGHT_PHASE_PASSES = (1, 3)
 
 
-def grad_weight_phase_name(index: str, taps: int, passes: int) -> str:
-    return f"grad_weight_phase<float, {index}, {taps}, {passes}>"
+def grad_weight_phase_name(index: str, taps: int, passes: int, gx: bool = False) -> str:
+    return f"grad_weight_phase<float, {index}, {taps}, {passes}{', true' if gx else ''}>"
 
 
 def grad_weight_phase_layout(geometry: Geometry):
@@ -1213,6 +1213,35 @@ def grad_weight_phase_layout(geometry: Geometry):
     row = window + (4 - window) % 8
     stage = 4 * (GRAD_WEIGHT_PHASE_CHANNELS * GRAD_WEIGHT_PHASE_X_ROW + GRAD_WEIGHT_PHASE_COLUMNS * row)
     return taps, step, window, row, max(GRAD_WEIGHT_PHASE_STAGES * stage, taps * 8 * 1024)
+
+
+# grad_weight_phase's GX builds (grad_phase_fused_layout): grad_input from
+# the same staged windows, by 8 more warps, with the weight resident in
+# shared memory as TF32 hi and lo parts, [TAPS][2][32][68] floats.
+GRAD_PHASE_FUSED_TAPS = (1, 3)
+GRAD_PHASE_FUSED_THREADS = 2 * GRAD_WEIGHT_PHASE_THREADS
+GRAD_PHASE_FUSED_WEIGHT_ROW = GRAD_WEIGHT_PHASE_COLUMNS + 4  # its GWP_WROW
+
+
+def grad_phase_fused_layout(geometry: Geometry):
+    """(taps, step, window, row, shared bytes) of grad_weight_phase's GX
+    build, which also writes grad_input, or None where it does not apply:
+    where grad_weight_phase does not, or a group has more than one channel
+    tile either way (32 input, 64 output channels) or more than 3 taps (one
+    chunk; the 5-tap builds spilled in their MMA loops).  Shared memory: grad_weight_phase's stages, the resident
+    weight (taps x 2 x 32 rows of 68 floats) and 8 KB where half of the
+    grad_input warps leave their sums for the other half."""
+    layout = grad_weight_phase_layout(geometry)
+    if layout is None:
+        return None
+    taps, step, window, row, _ = layout
+    if taps not in GRAD_PHASE_FUSED_TAPS or geometry.kernel[1] > taps:
+        return None
+    if geometry.in_channels_per_group > GRAD_WEIGHT_PHASE_CHANNELS or geometry.out_channels_per_group > GRAD_WEIGHT_PHASE_COLUMNS:
+        return None
+    weight = 4 * taps * 2 * GRAD_WEIGHT_PHASE_CHANNELS * GRAD_PHASE_FUSED_WEIGHT_ROW + 8 * 1024  # and the grad_input halves
+    stages = 4 * GRAD_WEIGHT_PHASE_STAGES * (GRAD_WEIGHT_PHASE_CHANNELS * GRAD_WEIGHT_PHASE_X_ROW + GRAD_WEIGHT_PHASE_COLUMNS * row)
+    return taps, step, window, row, max(stages, taps * 8 * 1024) + weight
 
 
 # grad_input_phase (grad_input_phase.cu): float32 1D grad_input on TF32
@@ -1330,8 +1359,9 @@ def all_instantiations() -> List[Tuple[str, str]]:
             if dtype == "float32":
                 names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t, 3)) for t in MMA_TILES]
                 names += [
-                    ("grad_weight_phase.cu", grad_weight_phase_name(index, taps, passes))
-                    for taps in GRAD_WEIGHT_PHASE_TAPS
+                    ("grad_weight_phase.cu", grad_weight_phase_name(index, taps, passes, gx))
+                    for gx in (False, True)
+                    for taps in (GRAD_PHASE_FUSED_TAPS if gx else GRAD_WEIGHT_PHASE_TAPS)
                     for passes in GRAD_WEIGHT_PHASE_PASSES
                 ]
                 names += [("grad_input_phase.cu", grad_input_phase_name(index, passes)) for passes in GRAD_INPUT_PHASE_PASSES]

@@ -1081,6 +1081,7 @@ def _spy_grad_weight_phase(monkeypatch, multiprocessors=None):
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "USE_GRAD_WEIGHT_PHASE", "anywhere")
+    monkeypatch.setattr(_cuda, "USE_GRAD_PHASE_FUSED", False)  # grad_weight_phase itself, not its GX build
     if multiprocessors is not None:
         monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
     monkeypatch.setattr(_cuda, "_grad_weight_phase_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_phase_plan.__wrapped__))
@@ -1137,6 +1138,7 @@ def _spy_grad_input_phase(monkeypatch):
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_PHASE", "anywhere")
+    monkeypatch.setattr(_cuda, "USE_GRAD_PHASE_FUSED", False)  # grad_input_phase itself
     return _spy(monkeypatch, "_grad_input_phase", lambda args: args[3])  # the geometry
 
 
@@ -1183,6 +1185,96 @@ def _check_phase_routing(monkeypatch, dispatcher, output_mask, shapes, seed):
 _PHASE_P1 = Case("p1", 1, 2, 32, 64, (5,), (2048,), dilation=3)
 _PHASE_P4 = Case("p4", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=2)
 _PHASE_S2_D3 = Case("s2_d3", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, dilation=3)
+
+
+# grad_weight_phase's GX build (grad_input and grad_weight in one pass): the
+# phase cases whose groups fit one tile each way with up to 3 taps (stride 1
+# with vectors and channel tails, P4's fold, one tap at stride 4, no batch).
+GRAD_PHASE_FUSED_CASES = [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_k1_s4", "gwp_unbatched", "gwp_tails_vec")]
+
+
+def _spy_grad_phase_fused(monkeypatch, multiprocessors=None):
+    """The geometries grad_weight_phase's GX build served (small problems
+    too); with `multiprocessors`, its splits are sized for that many."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_GRAD_PHASE_FUSED", "anywhere")
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    monkeypatch.setattr(_cuda, "_grad_weight_phase_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_phase_plan.__wrapped__))
+    return _spy(monkeypatch, "_grad_phase_fused", lambda args: args[3])  # the geometry
+
+
+@pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
+@pytest.mark.parametrize("case", GRAD_PHASE_FUSED_CASES, ids=str)
+def test_grad_phase_fused_kernel(case, mode, monkeypatch):
+    """Both gradients from grad_weight_phase's GX build (3xTF32 and TF32)
+    against float64, with the usual tolerances, in poisoned memory."""
+    ran = _spy_grad_phase_fused(monkeypatch)
+    test_backward(case, mode)
+    assert ran, "the GX build did not run"
+
+
+@pytest.mark.parametrize("multiprocessors", [1, 4096], ids=["long_splits", "one_item_splits"])
+@pytest.mark.parametrize("case", [c for c in GRAD_PHASE_FUSED_CASES if c.name in ("gwp_p4like", "gwp_unbatched")], ids=str)
+def test_grad_phase_fused_splits_and_64_bit_index(case, multiprocessors, monkeypatch):
+    ran = _spy_grad_phase_fused(monkeypatch, multiprocessors)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_backward(case, ("float32", "highest"))
+    assert ran
+
+
+@pytest.mark.parametrize("precision", ["highest", "tf32"])
+@pytest.mark.parametrize("case", [c for c in GRAD_PHASE_FUSED_CASES if c.name in ("gwp_p4like", "gwp_tails_vec")], ids=str)
+def test_grad_phase_fused_is_bitwise_deterministic(case, precision, monkeypatch):
+    """Both gradients of the GX build (grad_weight's splits summed in order,
+    grad_input's halves added in a fixed order): the same bits on every run."""
+    rng = numpy.random.default_rng(29)
+    x, w, _ = case.arrays(rng, numpy.float32)
+    gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float32))
+    xg, wg = cupy.asarray(x.astype(numpy.float32)), cupy.asarray(w.astype(numpy.float32))
+    ran = _spy_grad_phase_fused(monkeypatch)
+    def both():
+        grads = _ops(case).backward(gy, xg, wg, **case.kwargs, output_mask=(True, True, False), precision=precision)[:2]
+        return [cupy.asnumpy(a).tobytes() for a in grads]
+
+    first = both()
+    assert ran
+    for _ in range(4):
+        assert both() == first
+
+
+def test_grad_phase_fused_routing(monkeypatch):
+    """Both gradients of a float32 P4-like problem take the GX build in
+    "tf32" only; P1 (stride 1, 5 taps), one gradient alone and P2 do not,
+    and 16-bit types take their phase rewrite before it is asked."""
+    from cupyconv import _cuda
+
+    served = []
+    original = _cuda._grad_phase_fused
+
+    def spy(*args):
+        result = original(*args)
+        served.append((args[3], args[4], result is not None))
+        return result
+
+    monkeypatch.setattr(_cuda, "_grad_phase_fused", spy)
+    for case, dtype, mask, expected in [
+        (_PHASE_P4, "float32", (True, True, False), {"tf32": True, "highest": False}),
+        (_PHASE_P4, "float32", (True, False, False), {"tf32": None, "highest": None}),
+        (_PHASE_P1, "float32", (True, True, False), {"tf32": False, "highest": False}),
+        (_PHASE_P2, "float32", (True, True, False), {"tf32": False, "highest": False}),
+        (_PHASE_P4, "float16", (True, True, False), {"highest": None}),  # the 16-bit phase rewrite comes first
+    ]:
+        rng = numpy.random.default_rng(5)
+        x, w, _ = case.arrays(rng, numpy.float32)
+        xg, wg = cupy.asarray(x.astype(dtype)), cupy.asarray(w.astype(dtype))
+        gy = cupy.ones(_ops(case).ref_forward(x, w, **case.kwargs).shape, dtype=dtype)
+        for precision, want in expected.items():
+            served.clear()
+            _ops(case).backward(gy, xg, wg, **case.kwargs, output_mask=mask, precision=precision)
+            fused = [r for _, p, r in served if p == precision]
+            assert (fused[0] if fused else None) == want, (case.name, dtype, mask, precision, served)
 
 
 def test_grad_input_phase_routing(monkeypatch):

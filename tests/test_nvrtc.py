@@ -277,7 +277,7 @@ GRAD_WEIGHT_PHASE_SPILL = 4
 def test_grad_weight_phase_constants_and_spills(arch):
     """The host's copies of grad_weight_phase's constants, and its 32-bit
     builds' accumulators in registers (two blocks a multiprocessor up to 5
-    taps: 128 registers)."""
+    taps, and the GX builds' 512 threads: 128 registers)."""
     import re
 
     text = _kernels.source("grad_weight_phase.cu")
@@ -289,7 +289,9 @@ def test_grad_weight_phase_constants_and_spills(arch):
     assert int(found["GWP_STAGES"]) == _kernels.GRAD_WEIGHT_PHASE_STAGES
     assert int(found["GWP_THREADS"]) == _kernels.GRAD_WEIGHT_PHASE_THREADS
     names = [n for f, n in _kernels.all_instantiations() if f == "grad_weight_phase.cu" and ", int," in n]
-    assert len(names) == len(_kernels.GRAD_WEIGHT_PHASE_TAPS) * len(_kernels.GRAD_WEIGHT_PHASE_PASSES)
+    assert len(names) == (len(_kernels.GRAD_WEIGHT_PHASE_TAPS) + len(_kernels.GRAD_PHASE_FUSED_TAPS)) * len(_kernels.GRAD_WEIGHT_PHASE_PASSES)
+    assert "GWP_WROW = GWP_BN + 4;" in text and _kernels.GRAD_PHASE_FUSED_WEIGHT_ROW == _kernels.GRAD_WEIGHT_PHASE_COLUMNS + 4
+    assert "2 * GWP_THREADS" in text and _kernels.GRAD_PHASE_FUSED_THREADS == 2 * _kernels.GRAD_WEIGHT_PHASE_THREADS
     spilled = [(name, b) for name, b in _spill_bytes("grad_weight_phase.cu", names, arch).items() if b > GRAD_WEIGHT_PHASE_SPILL]
     assert not spilled, f"spills: {spilled}"
 

@@ -588,6 +588,24 @@ def test_grad_input_phase_computes_grad_input(case):
     numpy.testing.assert_allclose(got, _torch_grads(x, w, gy, geometry)[0], rtol=1e-12, atol=1e-12)
 
 
+def test_grad_phase_fused_applies_where_documented():
+    def layout(ci=32, co=64, k=3, s=2, d=2, groups=1):
+        geometry = _geometry.make_geometry(1, (2, ci, 1000), (ci, co // groups, k), None, s, 0, 0, groups, d)
+        return _kernels.grad_phase_fused_layout(geometry)
+
+    def stages(row):
+        return 3 * 4 * (32 * 68 + 64 * row)
+
+    def weight(taps):
+        return 4 * taps * 2 * 32 * 68 + 8 * 1024
+    assert layout() == (3, 1, 66, 68, stages(68) + weight(3))  # P4: grad_weight_phase's stages and the resident weight
+    assert layout(k=1, s=4, d=1) == (1, 0, 64, 68, stages(68) + weight(1))
+    assert layout(k=5, s=1, d=3) is None  # 5 taps (P1)
+    assert layout(ci=40) is None and layout(co=72) is None  # two tiles either way
+    assert layout(ci=64, co=128, groups=2) == layout()  # one tile a group
+    assert layout(d=3) is None  # taps on two phases
+
+
 def test_grad_input_phase_applies_where_documented():
     def layout(k=3, s=1, d=1):
         geometry = _geometry.make_geometry(1, (2, 32, 1000), (32, 64, k), None, s, 0, 0, 1, d)
