@@ -1630,7 +1630,9 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     contiguous taps run
     grad_input_taps and grad_weight_taps on tensor cores; large float32
     strided 1D problems whose taps land on one phase of grad_output run
-    grad_input_phase.  Others run
+    grad_input_phase (and in "tf32", with one channel tile each way and up
+    to 3 taps, grad_weight_phase's GX build makes both gradients in one
+    pass).  Others run
     grad_input as a GEMM (conv_gemm/conv_mma, or the window kernels for large
     stride-1 1D problems on tensor cores: on Hopper conv_wgmma_tf32 or
     conv_wgmma_resident where routed) and grad_weight as a split-K GEMM (on tensor cores where the

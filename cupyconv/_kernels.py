@@ -1228,9 +1228,10 @@ def grad_phase_fused_layout(geometry: Geometry):
     build, which also writes grad_input, or None where it does not apply:
     where grad_weight_phase does not, or a group has more than one channel
     tile either way (32 input, 64 output channels) or more than 3 taps (one
-    chunk; the 5-tap builds spilled in their MMA loops).  Shared memory: grad_weight_phase's stages, the resident
-    weight (taps x 2 x 32 rows of 68 floats) and 8 KB where half of the
-    grad_input warps leave their sums for the other half."""
+    chunk; the 5-tap builds spilled in their MMA loops).  Shared memory:
+    grad_weight_phase's stages, the resident weight (taps x 2 x 32 rows of
+    68 floats) and 8 KB where half of the grad_input warps leave their sums
+    for the other half."""
     layout = grad_weight_phase_layout(geometry)
     if layout is None:
         return None

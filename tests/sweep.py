@@ -189,7 +189,8 @@ FILL_CASES = [
 # gwp_k12_vec (whose x rows are not whole vectors), the 4-byte ones
 # elsewhere.  Window columns with missing rows (copy_window_column): 16-byte
 # in gwp_tails_vec (both kernels) and gwp_k12_vec (grad_weight_phase), 4-byte
-# in gwp_tails_g2, gwp_k12 and gwp_unbatched.
+# in gwp_tails_g2, gwp_k12 and gwp_unbatched.  gwp_g2_one_tile: groups of one
+# channel tile each way (grad_weight_phase's GX build).
 GRAD_WEIGHT_PHASE_CASES = [
     Case("gwp_p1like", 1, 3, 32, 64, (5,), (1000,), dilation=3),
     Case("gwp_p4like", 1, 2, 32, 64, (3,), (700,), stride=2, padding=1, dilation=2),
@@ -200,6 +201,7 @@ GRAD_WEIGHT_PHASE_CASES = [
     Case("gwp_k1_s4", 1, 2, 24, 32, (1,), (400,), stride=4, output_padding=3),
     Case("gwp_unbatched", 1, None, 20, 36, (2,), (333,), stride=2, padding=3, dilation=4, bias=False),
     Case("gwp_tails_vec", 1, 2, 24, 20, (3,), (508,), padding=4, dilation=2),
+    Case("gwp_g2_one_tile", 1, 2, 48, 40, (3,), (300,), stride=2, padding=1, dilation=2, groups=2),
 ]
 
 

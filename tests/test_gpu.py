@@ -1189,8 +1189,9 @@ _PHASE_S2_D3 = Case("s2_d3", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, d
 
 # grad_weight_phase's GX build (grad_input and grad_weight in one pass): the
 # phase cases whose groups fit one tile each way with up to 3 taps (stride 1
-# with vectors and channel tails, P4's fold, one tap at stride 4, no batch).
-GRAD_PHASE_FUSED_CASES = [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_k1_s4", "gwp_unbatched", "gwp_tails_vec")]
+# with vectors and channel tails, P4's fold, one tap at stride 4, no batch,
+# two groups).
+GRAD_PHASE_FUSED_CASES = [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_k1_s4", "gwp_unbatched", "gwp_tails_vec", "gwp_g2_one_tile")]
 
 
 def _spy_grad_phase_fused(monkeypatch, multiprocessors=None):
