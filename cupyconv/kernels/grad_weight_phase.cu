@@ -204,13 +204,7 @@ __global__ void __launch_bounds__(GX ? 2 * GWP_THREADS : GWP_THREADS, GX || TAPS
                 // for each): rows ci (2 m16 fragments), 2 n8 fragments of positions; warps q and q + 4 take
                 // the two halves and add them through shared memory.
                 const int q = warp - GWP_THREADS / 32, p0 = (q & 3) * 16, jh = q >> 2;
-                float gacc[2][2][4];
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-#pragma unroll
-                    for (int nn = 0; nn < 2; ++nn)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) gacc[i][nn][e] = 0.0f;
+                float gacc[2][2][4] = {};
                 const T* a_rows = wres + (lane & 15) * GWP_WROW + (lane >> 4) * 4;  // ldmatrix rows of fragment 0
                 const T* b_rows = gs + t4 * row + p0 + g;                           // b0 = G[t4][l + g], b1 = G[t4 + 4][l + g]
 #pragma unroll 1
