@@ -170,6 +170,10 @@ FOLD_CASES = [
     Case("1d_fold_k9_p0", 1, 2, 40, 8, (9,), (64,), stride=8, bias=False),
     Case("1d_fold_k12_p7", 1, 1, 130, 24, (12,), (520,), stride=8, padding=7, output_padding=7),
     Case("1d_fold_p9_unbatched", 1, None, 64, 9, (16,), (200,), stride=8, padding=9),
+    # 6 and 7 k-blocks of 64 channels: a tile's stores run between the next
+    # tile's k-blocks 2 to 5 (conv_fold's store_chunk)
+    Case("1d_fold_kb6", 1, 3, 384, 8, (16,), (200,), stride=8, padding=4),
+    Case("1d_fold_kb7_p5", 1, 2, 392, 20, (14,), (304,), stride=8, padding=5, output_padding=3),
 ]
 
 FILL_CASES = [

@@ -33,14 +33,16 @@
 // storing it.
 //
 // Pipeline: the input is streamed in k-blocks of 64 channels x 128 positions
-// (16 KB, FOLD_STAGES buffers, loaded FOLD_STAGES - 2 ahead by cp.async, one
+// (16 KB, FOLD_STAGES buffers, loaded FOLD_AHEAD ahead by cp.async, one
 // barrier per k-block; 4 buffers measured 10% slower on X2, the copies
-// waited).  A k-block's MMAs are issued right after the barrier, its copies
-// after them.  The accumulators come in two sets, alternating by tile: a
-// tile's epilogue runs after the next tile's first two k-blocks' MMAs are
-// issued, so the tensor cores keep working while the previous tile is
-// folded, converted, staged (stmatrix, transposed into output order:
-// positions 8q + r consecutive) and written by 16-byte stores.
+// waited, and so did 5 buffers loaded 2 ahead, perf notes v36).  A
+// k-block's MMAs are issued right after the barrier, its copies after them.
+// The accumulators come in two sets, alternating by tile: a tile's epilogue
+// runs after the next tile's first two k-blocks' MMAs are issued, so the
+// tensor cores keep working while the previous tile is folded, converted and
+// staged (stmatrix, transposed into output order: positions 8q + r
+// consecutive); the staged row goes out by whole 16-byte vectors in four
+// chunks, between that tile's k-blocks 2 to 5.
 //
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), a 16-byte-aligned input whose rows are multiples of
@@ -56,6 +58,8 @@ constexpr int FOLD_ROWS = 128;     // GEMM rows a block: 8 output channels x 16 
 constexpr int FOLD_BN = 128;       // input positions a tile
 constexpr int FOLD_BK = 64;        // input channels a k-block
 constexpr int FOLD_STAGES = 5;     // k-block buffers
+constexpr int FOLD_AHEAD = 3;      // k-blocks loaded ahead of the one multiplied
+constexpr int FOLD_INFLIGHT = FOLD_STAGES - FOLD_AHEAD;  // k-blocks of MMAs in flight a warpgroup (a buffer is refilled once its k-block's are done)
 // A k-block buffer: the MN-major layout with 128-byte swizzling, in atoms of
 // 8 channels x 64 positions (1024 bytes: row r = channel % 8 holds the
 // positions' 16-byte vector v at v ^ r), atom (channel / 8, position / 64) at
@@ -67,6 +71,7 @@ constexpr int FOLD_STAGES = 5;     // k-block buffers
 constexpr int FOLD_KC_STRIDE = FOLD_BN / 64 * 1024;
 constexpr int FOLD_STAGE_BYTES = FOLD_BK / 8 * FOLD_KC_STRIDE;
 constexpr int FOLD_OUT_BYTES = FOLD_STRIDE * FOLD_BN * 2 + 32;  // a warp's staged outputs, and room for unaligned reads
+static_assert(FOLD_STRIDE * FOLD_BN * 2 <= 4 * 512, "a staged row is at most four chunks of 512 bytes (store_chunk)");
 
 // The packed weight: row (co, k) of 16 per output channel, channels_padded
 // input channels (zeros past in_channels and past the kernel's taps).
@@ -107,41 +112,6 @@ __device__ __forceinline__ void fold_part(const float (&d)[64], float& carry, fl
     stmatrix_x4_trans(staging + 16 * (32 * P + lane), packed);
 }
 
-// A warp's staged outputs (positions first .. first + 8 FOLD_BN of its row,
-// clipped to [0, out_w)) to global memory: 16-byte stores where the row's
-// addresses are 16-byte aligned, single elements at the two ends.
-template <typename T>
-__device__ __forceinline__ void store_fold_row(const unsigned char* staging, T* row, int first, int out_w, int lane) {
-    const int lo = max(first, 0), hi = min(first + FOLD_STRIDE * FOLD_BN, out_w);
-    if (lo >= hi) return;
-    const int skew = static_cast<int>((reinterpret_cast<size_t>(row) >> 1) & 7);  // where the row starts in its 16-byte unit (elements)
-    int a0 = lo + ((8 - ((skew + lo) & 7)) & 7), a1 = hi - ((skew + hi) & 7);     // aligned ends
-    const unsigned short* s16 = reinterpret_cast<const unsigned short*>(staging);
-    unsigned short* r16 = reinterpret_cast<unsigned short*>(row);
-    if (a0 >= a1) {  // no whole vector (fewer than 16 elements): every element single
-        if (lo + lane < hi) r16[lo + lane] = s16[lo + lane - first];
-        return;
-    }
-    if (lane < 8 && lo + lane < a0) r16[lo + lane] = s16[lo + lane - first];
-    if (lane >= 8 && lane < 16 && a1 + lane - 8 < hi) r16[a1 + lane - 8] = s16[a1 + lane - 8 - first];
-    const int e0 = a0 - first;  // the staged element of the first vector; every vector's has its parity
-    const unsigned* words = reinterpret_cast<const unsigned*>(staging) + (e0 >> 1);
-    const int vectors = (a1 - a0) >> 3;
-    if ((e0 & 1) == 0) {
-        for (int v = lane; v < vectors; v += 32) {
-            const unsigned* w = words + 4 * v;
-            store_global16(r16 + a0 + 8 * v, make_uint4(w[0], w[1], w[2], w[3]));
-        }
-    } else {
-        for (int v = lane; v < vectors; v += 32) {
-            const unsigned* w = words + 4 * v;
-            const unsigned w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4];
-            store_global16(r16 + a0 + 8 * v, make_uint4(__funnelshift_r(w0, w1, 16), __funnelshift_r(w1, w2, 16),
-                                                        __funnelshift_r(w2, w3, 16), __funnelshift_r(w3, w4, 16)));
-        }
-    }
-}
-
 // A block's state: the problem, its shared memory, and the tiles it loads and
 // folds (each a (row tile, image, column tile) triple, walked in order).
 template <typename T, typename IndexT>
@@ -168,6 +138,15 @@ struct FoldBlock {
     int row_tile, fold_n, fold_q;
     bool fold_stores;
     float carry, bias_value;
+    // the staged row's whole 16-byte vectors, stored a chunk of 512 bytes at
+    // a time (store_chunk) between the next tile's k-blocks: store_bytes
+    // (0: nothing to store) from store_src in this warp's staging row to
+    // store_dst, in units of store_unit bytes (16, 8 or 4: the largest that
+    // both addresses are aligned to; 2: an odd staged offset, read as words
+    // and shifted by 16 bits)
+    unsigned char* store_dst;
+    const unsigned char* store_src;
+    int store_bytes, store_unit;
 
     // Warp w copies channels 8w.. of the k-block: per instruction 4 channel
     // rows (lane / 8) x 8 consecutive vectors (lane % 8) of 8 positions.
@@ -203,7 +182,11 @@ struct FoldBlock {
 
     // The epilogue of tile (fold_n, fold_q) from its accumulators `d`: its
     // four parts into this warp's staging row, then the row's stores
-    // (skipped for a lead-in tile, whose carry alone is wanted).
+    // (skipped for a lead-in tile, whose carry alone is wanted): the single
+    // elements at its two ends here, its 16-byte vectors by store_chunk, a
+    // quarter after each of the next tile's k-blocks 2 to 5 (after its last
+    // where it has fewer, and at the end of a run), while the tensor cores
+    // work (perf notes v36).
     __device__ __forceinline__ void fold_tile(const float (&d)[64]) {
         __syncwarp();  // the previous tile's stores have read the staging row
         if (fold_q == 0) carry = 0.0f;
@@ -213,11 +196,68 @@ struct FoldBlock {
         fold_part<T, 3>(d, carry, bias_value, staging, lane);
         __syncwarp();
         const int co = row_tile * (FOLD_ROWS / 16) + warp;  // warp 4h + w: channel 4h + w
+        store_bytes = 0;
         if (fold_stores && co < out_channels)
-            store_fold_row<T>(staging, out + (static_cast<IndexT>(fold_n) * out_channels + co) * out_w,
-                              fold_q * FOLD_BN * FOLD_STRIDE - padding, out_w, lane);
+            begin_stores(out + (static_cast<IndexT>(fold_n) * out_channels + co) * out_w, fold_q * FOLD_BN * FOLD_STRIDE - padding);
         if (++fold_q == tiles_per_row) fold_q = 0, ++fold_n;
         fold_stores = true;
+    }
+
+    // The staged outputs (positions first .. first + 8 FOLD_BN of `row`,
+    // clipped to [0, out_w)): the single elements at the two ends now, and
+    // the whole 16-byte vectors of the row between them set up for
+    // store_chunk.
+    __device__ __forceinline__ void begin_stores(T* row, int first) {
+        const int lo = max(first, 0), hi = min(first + FOLD_STRIDE * FOLD_BN, out_w);
+        if (lo >= hi) return;
+        const int skew = static_cast<int>((reinterpret_cast<size_t>(row) >> 1) & 7);  // where the row starts in its 16-byte unit (elements)
+        const int a0 = lo + ((8 - ((skew + lo) & 7)) & 7), a1 = hi - ((skew + hi) & 7);  // aligned ends
+        const unsigned short* s16 = reinterpret_cast<const unsigned short*>(staging);
+        unsigned short* r16 = reinterpret_cast<unsigned short*>(row);
+        if (a0 >= a1) {  // no whole vector (fewer than 16 elements): every element single
+            if (lo + lane < hi) r16[lo + lane] = s16[lo + lane - first];
+            return;
+        }
+        if (lane < 8 && lo + lane < a0) r16[lo + lane] = s16[lo + lane - first];
+        if (lane >= 8 && lane < 16 && a1 + lane - 8 < hi) r16[a1 + lane - 8] = s16[a1 + lane - 8 - first];
+        const int e0 = a0 - first;  // the staged element of the first vector
+        store_dst = reinterpret_cast<unsigned char*>(row + a0);
+        store_src = staging + 2 * e0;
+        store_bytes = 2 * (a1 - a0);
+        store_unit = (e0 & 7) == 0 ? 16 : (e0 & 3) == 0 ? 8 : (e0 & 1) == 0 ? 4 : 2;
+    }
+
+    // Chunk c of the staged row's vectors, bytes 512 c.. of them: each unit
+    // read and written by consecutive lanes, so the reads have no bank
+    // conflicts (the 4-byte reads of whole vectors that stood here before
+    // were 4-way conflicted, perf notes v36).
+    __device__ __forceinline__ void store_chunk(int c) {
+        const int base = 512 * c;
+        if (base >= store_bytes) return;
+        if (store_unit == 16) {
+            const int o = base + 16 * lane;
+            if (o < store_bytes) store_global16(store_dst + o, *reinterpret_cast<const uint4*>(store_src + o));
+        } else if (store_unit == 8) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int o = base + 256 * i + 8 * lane;
+                if (o < store_bytes) *reinterpret_cast<uint2*>(store_dst + o) = *reinterpret_cast<const uint2*>(store_src + o);
+            }
+        } else if (store_unit == 4) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int o = base + 128 * i + 4 * lane;
+                if (o < store_bytes) *reinterpret_cast<unsigned*>(store_dst + o) = *reinterpret_cast<const unsigned*>(store_src + o);
+            }
+        } else {  // odd: vector lane + 32 c from the five words around it
+            const int o = base + 16 * lane;
+            if (o < store_bytes) {
+                const unsigned* w = reinterpret_cast<const unsigned*>(store_src + o - 2);
+                const unsigned w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4];
+                store_global16(store_dst + o, make_uint4(__funnelshift_r(w0, w1, 16), __funnelshift_r(w1, w2, 16),
+                                                         __funnelshift_r(w2, w3, 16), __funnelshift_r(w3, w4, 16)));
+            }
+        }
     }
 
     // K-block kb of the tile in `d`: wait for its buffer, load ahead, issue
@@ -229,7 +269,7 @@ struct FoldBlock {
     template <bool FIRST>
     __device__ __forceinline__ void kblock(float (&d)[64], int kb) {
         const int stage = mmas++ % FOLD_STAGES;    // this k-block's
-        cp_async_wait_group<FOLD_STAGES - 3>();  // this k-block is here
+        cp_async_wait_group<FOLD_AHEAD - 1>();  // this k-block is here
         fence_proxy_async();
         __syncthreads();  // ... for every thread; every warpgroup is done with k-block - 2, whose buffer is refilled below
         if constexpr (FIRST) wgmma_wait<0>();
@@ -258,20 +298,26 @@ struct FoldBlock {
 
     // One tile: its k-blocks' MMAs into `d`, and the previous tile's
     // epilogue (from `before`, when there is one) while the first two
-    // k-blocks' MMAs run.  (Epilogue parts after later waits in the k-block
-    // loop made ptxas serialize every wgmma, C7514.)
+    // k-blocks' MMAs run; the previous tile's 16-byte stores follow in four
+    // chunks after k-blocks 2 to 5.  (Epilogue parts that read `before`
+    // after later waits in the k-block loop made ptxas serialize every
+    // wgmma, C7514; the stores read only shared memory.)
     __device__ __forceinline__ void tile(float (&d)[64], float (&before)[64], bool previous) {
         kblock<true>(d, 0);
-        if (kblocks > 1) kblock<false>(d, 1);
+#pragma unroll
+        for (int kb = 1; kb < FOLD_INFLIGHT; ++kb)  // their buffers held the previous tile's k-blocks, all done
+            if (kb < kblocks) kblock<false>(d, kb);
         if (previous) {
             pin(before);
             fold_tile(before);
         }
-        for (int kb = 2; kb < kblocks; ++kb) {
-            wgmma_wait<1>();  // k-block kb - 2's MMAs are done: its buffer is refilled at this k-block
+        for (int kb = FOLD_INFLIGHT; kb < kblocks; ++kb) {
+            wgmma_wait<FOLD_INFLIGHT - 1>();  // k-block kb - FOLD_INFLIGHT's MMAs are done: its buffer is refilled at this k-block
             kblock<false>(d, kb);
+            if (kb - FOLD_INFLIGHT < 4) store_chunk(kb - FOLD_INFLIGHT);
         }
-        wgmma_wait<1>();
+        for (int c = max(kblocks - FOLD_INFLIGHT, 0); c < 4; ++c) store_chunk(c);  // few k-blocks
+        wgmma_wait<FOLD_INFLIGHT - 1>();
     }
 
     // Tiles [first, end) of row tile `rt` (linear tile numbers); `lead` when
@@ -290,6 +336,7 @@ struct FoldBlock {
         total = count * kblocks;
         fold_stores = !lead;
         carry = 0.0f;
+        store_bytes = 0;
         const int co = rt * (FOLD_ROWS / 16) + warp;
         bias_value = (bias != nullptr && co < out_channels) ? ValueTraits<T>::to_acc(bias[co]) : 0.0f;
         // the row tile's weight: FOLD_ROWS rows of channels_padded, as (row / 8, chunk, row % 8) core matrices
@@ -300,7 +347,7 @@ struct FoldBlock {
             cp_async16(weight_tile + (row / 8) * (chunks * 128) + chunk * 128 + (row % 8) * 16, src + row * channels_padded + chunk * 8, true);
         }
         cp_async_commit();  // with k-block 0's group below: the wait for k-block 0 covers it
-        for (int s = 0; s < FOLD_STAGES - 2; ++s) {
+        for (int s = 0; s < FOLD_AHEAD; ++s) {
             if (loads < total) load_next();
             cp_async_commit();
         }
@@ -316,6 +363,8 @@ struct FoldBlock {
             pin(acc1);
             fold_tile(acc1);
         }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) store_chunk(c);
         cp_async_wait_all();
     }
 };
