@@ -41,8 +41,8 @@
 // runs after the next tile's first two k-blocks' MMAs are issued, so the
 // tensor cores keep working while the previous tile is folded, converted and
 // staged (stmatrix, transposed into output order: positions 8q + r
-// consecutive); the staged row goes out by whole 16-byte vectors in four
-// chunks, between that tile's k-blocks 2 to 5.
+// consecutive); the staged row goes out in four chunks, one after each of
+// the next tile's k-blocks 2 to 5.
 //
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), a 16-byte-aligned input whose rows are multiples of
