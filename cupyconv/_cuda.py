@@ -980,7 +980,9 @@ def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
 # one group (X2) on compute capability 9.0: one wgmma k-step per output
 # channel, its B operand grad_output's row read as overlapping core
 # matrices.  X2's 16-bit grad_input 1.38-1.42 -> 0.76-0.81 ms against
-# grad_input_taps, the same error (H100, perf notes v32).  Routed ahead of
+# grad_input_taps, the same error (H100, perf notes v32); warp-specialized
+# (a producer warpgroup, two consumers, mbarriers) 0.75-0.83 -> 0.49-0.55
+# (v37).  Routed ahead of
 # grad_input_taps; False keeps it off (the taps kernels' tests do).
 USE_GRAD_INPUT_OVERLAP = True
 
@@ -997,18 +999,16 @@ def _grad_input_overlap_applies(geometry: Geometry, dtype: str, source4, out4) -
 @functools.lru_cache(maxsize=1024)
 def _grad_input_overlap_plan(geometry: Geometry, dtype: str, index: str):
     """(grad_input_overlap launch, pack_overlap_weight launch, packed shape)."""
-    channels_padded = -(-geometry.in_channels // _kernels.OVERLAP_BM) * _kernels.OVERLAP_BM
     in_w, out_w = geometry.in_size[1], geometry.out_size[1]
-    m_tiles, n_tiles = channels_padded // _kernels.OVERLAP_BM, -(-in_w // _kernels.OVERLAP_BN)
-    scalars = tuple(
-        _i32(v) for v in (geometry.in_channels, channels_padded, geometry.out_channels, in_w, out_w, geometry.padding[1], m_tiles, n_tiles)
-    )  # fmt: skip
-    shared = _kernels.OVERLAP_STAGES * _kernels.OVERLAP_STAGE_BYTES
+    m_tiles, n_tiles = -(-geometry.in_channels // _kernels.OVERLAP_BM), -(-in_w // _kernels.OVERLAP_BN)
+    scalars = tuple(_i32(v) for v in (geometry.in_channels, geometry.out_channels, in_w, out_w, geometry.padding[1], m_tiles, n_tiles))
     blocks = m_tiles * n_tiles * geometry.batch
-    launch = _Launch("grad_input_overlap.cu", _kernels.grad_input_overlap_name(dtype, index), blocks, _kernels.OVERLAP_THREADS, scalars, shared)
-    packed_shape = (geometry.out_channels, channels_padded, 16)
+    name = _kernels.grad_input_overlap_name(dtype, index)
+    launch = _Launch("grad_input_overlap.cu", name, blocks, _kernels.OVERLAP_THREADS, scalars, _kernels.OVERLAP_SHARED)
+    co_padded = -(-geometry.out_channels // _kernels.OVERLAP_CB) * _kernels.OVERLAP_CB
+    packed_shape = (co_padded, m_tiles, 2, _kernels.OVERLAP_BM, 8)
     total = math.prod(packed_shape)
-    pack_scalars = (_i32(geometry.in_channels), _i32(geometry.out_channels), _i32(geometry.kernel[1]), _i32(channels_padded), _i64(total))
+    pack_scalars = (_i32(geometry.in_channels), _i32(geometry.out_channels), _i32(geometry.kernel[1]), _i32(m_tiles), _i64(total))
     pack_blocks = max(1, min(-(-total // _kernels.PACK_THREADS), _kernels.PACK_MAX_BLOCKS))
     pack = _Launch("grad_input_overlap.cu", _kernels.pack_overlap_weight_name(dtype), pack_blocks, _kernels.PACK_THREADS, pack_scalars)
     return launch, pack, packed_shape
@@ -1018,7 +1018,7 @@ def _grad_input_overlap(gy4, weight, grad4, geometry: Geometry, dtype: str, inde
     """Runs grad_input with grad_input_overlap if it is routed and applies; False if not."""
     if not USE_GRAD_INPUT_OVERLAP or _compute_capability() != 90 or not _grad_input_overlap_applies(geometry, dtype, gy4, grad4):
         return False
-    if _kernels.OVERLAP_STAGES * _kernels.OVERLAP_STAGE_BYTES > _max_shared():
+    if _kernels.OVERLAP_SHARED > _max_shared():
         return False
     launch, pack, packed_shape = _grad_input_overlap_plan(geometry, dtype, index)
     packed = cupy.empty(packed_shape, dtype=weight.dtype)

@@ -594,12 +594,13 @@ def pack_fold_weight_name(dtype: str) -> str:
 # grad_input_overlap.cu (perf notes v32): grad_input of stride-8 1D 16-bit
 # problems of 9 to 16 taps, one wgmma k-step per output channel, B read as
 # overlapping core matrices of grad_output's rows.
-OVERLAP_THREADS = 256
+OVERLAP_THREADS = 384  # two consumer warpgroups and a producer
 OVERLAP_BM = 128  # input channels a block
 OVERLAP_BN = 256  # input positions a block
 OVERLAP_CB = 4  # output channels a k-block
 OVERLAP_STAGES = 5
 OVERLAP_STAGE_BYTES = OVERLAP_CB * (OVERLAP_BM * 32 + (8 * OVERLAP_BN + 8) * 2 + 16)
+OVERLAP_SHARED = OVERLAP_STAGES * OVERLAP_STAGE_BYTES + OVERLAP_STAGES * 16  # the buffers, then their mbarriers (full, empty)
 OVERLAP_DTYPES = ("float16", "bfloat16")
 
 

@@ -332,6 +332,7 @@ def test_grad_input_overlap_compiles_for_sm_90a_without_spills():
     for name in ("THREADS", "BM", "BN", "CB", "STAGES"):
         assert int(found[f"GI_{name}"]) == getattr(_kernels, f"OVERLAP_{name}"), name
     assert "GI_STAGE_BYTES = GI_CB * (GI_A_BYTES + GI_B_BYTES);" in text
+    assert "GI_SHARED = GI_STAGES * GI_STAGE_BYTES + GI_STAGES * 16;" in text
     assert "GI_A_BYTES = GI_BM * 32;" in text and "GI_B_BYTES = (8 * GI_BN + 8) * 2 + 16;" in text
     names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_input_overlap.cu"]
     kernels = [name for name in names if name.startswith("grad_input_overlap<")]

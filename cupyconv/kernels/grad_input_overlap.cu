@@ -19,47 +19,63 @@
 // two 8-tap halves) 16 bytes, so neighbouring core matrices overlap.  (Probed
 // on an H100 by scripts/wgmma_overlap_probe.py: bitwise the reference.)
 //
-// A block is two warpgroups (256 threads) and owns 128 input channels x
-// GI_BN = 256 positions of one image: warpgroup h issues wgmma.m64n256k16 on
-// channels 64h.. .  k-blocks of GI_CB output channels: A (the packed weight,
-// [co][ci][16 taps], 4 KB per output channel) by 16-byte cp.async, B (the
-// grad_output stretch, 8 * GI_BN + 8 elements per output channel) by 8-byte
-// cp.async (the stretch starts 8 bytes past a 16-byte boundary when padding
-// is 4 mod 8), GI_STAGES buffers loaded GI_STAGES - 2 ahead, one barrier per
-// k-block after which every warpgroup is done with k-block - 2, whose buffer
-// is refilled.
+// A block owns 128 input channels x GI_BN = 256 positions of one image and
+// is three warpgroups, specialized (perf notes v37):
+// - two consumers: warpgroup h issues wgmma.m64n256k16 on channels 64h..
+//   and nothing else in its k-block loop (wait for the buffer, 4 MMAs,
+//   release the buffer of the k-block before once those MMAs retired);
+// - one producer, which fills GI_STAGES buffers of GI_CB output channels:
+//   A, the packed weight (pack_overlap_weight: per output channel and tile
+//   of 128 input channels, the 4 KB of the shared-memory layout), by one
+//   bulk copy an output channel; B, the grad_output stretch (8 * GI_BN + 8
+//   elements an output channel), by 8-byte cp.async (the stretch starts 8
+//   bytes past a 16-byte boundary when padding is 4 mod 8, which bulk
+//   copies cannot take).
+// Each buffer has two mbarriers.  "full" completes when A's bytes have
+// landed and every producer thread has arrived, GI_LAG k-blocks after
+// issuing its B copies, once they are complete and fenced for the tensor
+// cores; "empty" when every consumer warp has arrived.  No block-wide
+// barrier in the loop: the consumers only wait for data, the producer only
+// for free buffers.
 //
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), stride 8, padding a multiple of 4, grad_output rows
 // a multiple of 4 elements and 8-byte aligned, grad_input rows of even
-// length, and the packed weight of pack_overlap_weight (input channels padded
-// with zeros to a multiple of GI_BM).
+// length, and the packed weight of pack_overlap_weight (output channels
+// padded with zeros to a multiple of GI_CB).
 #include "common.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
 
-constexpr int GI_THREADS = 256;  // two warpgroups
+constexpr int GI_THREADS = 384;  // two consumer warpgroups, then the producer
 constexpr int GI_BM = 128;       // input channels a block
 constexpr int GI_BN = 256;       // input positions a block
 constexpr int GI_CB = 4;         // output channels a k-block
 constexpr int GI_STAGES = 5;
+constexpr int GI_LAG = 2;  // k-blocks of B copies a producer thread keeps in flight before it arrives
 constexpr int GI_A_BYTES = GI_BM * 32;                   // one output channel's A: 128 rows x 16 taps
 constexpr int GI_B_BYTES = (8 * GI_BN + 8) * 2 + 16;     // one output channel's grad_output stretch, padded to 16 bytes
 constexpr int GI_STAGE_BYTES = GI_CB * (GI_A_BYTES + GI_B_BYTES);
+constexpr int GI_SHARED = GI_STAGES * GI_STAGE_BYTES + GI_STAGES * 16;  // the buffers, then their mbarriers (full, empty)
+static_assert(GI_A_BYTES == 4096 && GI_STAGE_BYTES % 16 == 0, "4 KB of A an output channel; 16-byte aligned buffers");
 
-// The packed weight: [co][ci][16], ci padded to channels_padded, zeros past
-// the kernel's taps and past in_channels.
+// The packed weight: [co][ci tile][half h][row m][8 taps], output channels
+// padded to co_padded, input channels tiled by GI_BM: tap 8 h + j of input
+// channel GI_BM tile + m, zeros past the kernel's taps, in_channels and
+// out_channels.  One (co, tile) is the 4 KB of A in shared memory (half h's
+// 16-byte rows at h * GI_BM * 16 + m * 16: K-major core matrices).
 template <typename T>
 __global__ void pack_overlap_weight(const T* __restrict__ weight, T* __restrict__ packed, int in_channels, int out_channels, int taps,
-                                    int channels_padded, long long total) {
+                                    int m_tiles, long long total) {
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const int k = static_cast<int>(i % 16);
-        const long long row = i / 16;
-        const int ci = static_cast<int>(row % channels_padded);
-        const long long co = row / channels_padded;
+        const int k = static_cast<int>(i % 2048 / (GI_BM * 8)) * 8 + static_cast<int>(i % 8);
+        const int m = static_cast<int>(i / 8 % GI_BM);
+        const long long tile_co = i / 2048;
+        const int ci = static_cast<int>(tile_co % m_tiles) * GI_BM + m;
+        const long long co = tile_co / m_tiles;
         T v{};
-        if (ci < in_channels && k < taps) v = weight[(ci * static_cast<long long>(out_channels) + co) * taps + k];
+        if (ci < in_channels && co < out_channels && k < taps) v = weight[(ci * static_cast<long long>(out_channels) + co) * taps + k];
         packed[i] = v;
     }
 }
@@ -86,9 +102,9 @@ CUPYCONV_WGMMA_M64N256K16(bfloat16_t, "bf16")
 template <typename T, typename Index>
 __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     const T* __restrict__ gy,      // (batch, out_channels, out_w)
-    const T* __restrict__ packed,  // (out_channels, channels_padded, 16)
+    const T* __restrict__ packed,  // (co_padded, m_tiles, 2, GI_BM, 8)
     T* __restrict__ grad_input,    // (batch, in_channels, in_w)
-    int in_channels, int channels_padded, int out_channels, int in_w, int out_w, int padding, int m_tiles, int n_tiles) {
+    int in_channels, int out_channels, int in_w, int out_w, int padding, int m_tiles, int n_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
@@ -97,51 +113,78 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     b /= m_tiles;
     const int n_tile = b % n_tiles, n = b / n_tiles;
     const int ci0 = m_tile * GI_BM, l0 = n_tile * GI_BN;
-    const int first = 8 * l0 - padding;  // grad_output element at a stretch's start
     const int kblocks = (out_channels + GI_CB - 1) / GI_CB;
-    const unsigned base = shared_address(smem);
+    const unsigned base = shared_address(smem), full = base + GI_STAGES * GI_STAGE_BYTES, empty = full + GI_STAGES * 8;
 
-    // Start loading k-block kb into buffer kb % GI_STAGES.
-    auto load = [&](int kb) {
-        unsigned char* stage = smem + (kb % GI_STAGES) * GI_STAGE_BYTES;
+    if (tid == 0) {
+        for (int s = 0; s < GI_STAGES; ++s) {
+            mbarrier_init(full + 8 * s, 128);  // the producer's threads (A's bytes counted besides)
+            mbarrier_init(empty + 8 * s, 8);   // the consumers' warps
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 2) {
+        // The producer.  Its thread p copies the stretch's 8-byte pieces v = p + 128 i of each output
+        // channel: their offsets in the row and whether they lie in it are the same for every channel.
+        const int p = tid - 256;
+        constexpr int PIECES = 2 * GI_BN + 2, PER_THREAD = (PIECES + 127) / 128;
+        int offset[PER_THREAD];
+        bool inside[PER_THREAD];
 #pragma unroll
-        for (int c = 0; c < GI_CB; ++c) {
-            const int co = kb * GI_CB + c;
-            const bool have = co < out_channels;
-            // A: 128 rows x 2 chunks of 16 bytes, row m chunk h at h * 2048 + m * 16 (rows contiguous in the packed weight)
-            const T* a_src = packed + (static_cast<Index>(have ? co : 0) * channels_padded + ci0) * 16;
-            unsigned char* a_dst = stage + c * GI_A_BYTES;
+        for (int i = 0; i < PER_THREAD; ++i) {
+            const int e = 8 * l0 - padding + 4 * (p + 128 * i);  // the piece's first grad_output element
+            inside[i] = p + 128 * i < PIECES && e >= 0 && e < out_w;
+            offset[i] = inside[i] ? e : 0;
+        }
+        const T* image = gy + static_cast<Index>(n) * out_channels * out_w;
+#pragma unroll 1
+        for (int kb = 0; kb < kblocks; ++kb) {
+            const int s = kb % GI_STAGES;
+            if (kb >= GI_STAGES) mbarrier_wait(empty + 8 * s, (kb / GI_STAGES - 1) & 1);  // k-block kb - GI_STAGES is done with it
+            const unsigned stage = base + s * GI_STAGE_BYTES;
+            if (p == 0) {
+                mbarrier_expect_tx(full + 8 * s, GI_CB * GI_A_BYTES);
 #pragma unroll
-            for (int i = 0; i < GI_BM * 2 / GI_THREADS; ++i) {
-                const int chunk = tid + i * GI_THREADS, m = chunk >> 1, h = chunk & 1;
-                cp_async16(a_dst + h * (GI_BM * 16) + m * 16, a_src + 8 * chunk, have);
+                for (int c = 0; c < GI_CB; ++c)
+                    bulk_copy(stage + c * GI_A_BYTES, packed + (static_cast<Index>(kb * GI_CB + c) * m_tiles + m_tile) * (GI_A_BYTES / 2),
+                              GI_A_BYTES, full + 8 * s);
             }
-            // B: the stretch gy[n][co][first .. first + 8 GI_BN + 8), 8 bytes (4 elements) a copy, zeros outside the row
-            const T* row = gy + (static_cast<Index>(n) * out_channels + (have ? co : 0)) * out_w;
-            unsigned char* b_dst = stage + GI_CB * GI_A_BYTES + c * GI_B_BYTES;
-            for (int v = tid; v < 2 * GI_BN + 2; v += GI_THREADS) {
-                const int e = first + 4 * v;
-                const bool valid = have && e >= 0 && e < out_w;
-                cp_async_small<8>(b_dst + 8 * v, valid ? row + e : gy, valid);
+#pragma unroll
+            for (int c = 0; c < GI_CB; ++c) {
+                // B: the stretch gy[n][co][8 l0 - padding .. + 8 GI_BN + 8), zeros outside the row and past out_channels
+                const int co = kb * GI_CB + c;
+                const bool have = co < out_channels;
+                const T* row = image + static_cast<Index>(have ? co : 0) * out_w;
+                unsigned char* b_dst = smem + s * GI_STAGE_BYTES + GI_CB * GI_A_BYTES + c * GI_B_BYTES + 8 * p;
+#pragma unroll
+                for (int i = 0; i < PER_THREAD; ++i)
+                    if (PIECES % 128 == 0 || i < PER_THREAD - 1 || p < PIECES % 128)
+                        cp_async_small<8>(b_dst + 1024 * i, row + offset[i], have && inside[i]);
+            }
+            cp_async_commit();
+            if (kb >= GI_LAG) {  // k-block kb - GI_LAG's copies are complete, and visible to the tensor cores
+                cp_async_wait_group<GI_LAG>();
+                fence_proxy_async();
+                mbarrier_arrive(full + 8 * ((kb - GI_LAG) % GI_STAGES));
             }
         }
-    };
+        cp_async_wait_all();
+        fence_proxy_async();
+        for (int kb = kblocks > GI_LAG ? kblocks - GI_LAG : 0; kb < kblocks; ++kb) mbarrier_arrive(full + 8 * (kb % GI_STAGES));
+        return;
+    }
 
+    // The consumers.
     float d[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-
-#pragma unroll 1
-    for (int kb = 0; kb < GI_STAGES - 2; ++kb) {
-        if (kb < kblocks) load(kb);
-        cp_async_commit();
-    }
 #pragma unroll 1
     for (int kb = 0; kb < kblocks; ++kb) {
-        cp_async_wait_group<GI_STAGES - 3>();  // this k-block is here
-        fence_proxy_async();
-        __syncthreads();  // ... for every thread; every warpgroup is done with k-block kb - 2
-        const unsigned stage = base + (kb % GI_STAGES) * GI_STAGE_BYTES;
+        const int s = kb % GI_STAGES;
+        mbarrier_wait(full + 8 * s, (kb / GI_STAGES) & 1);
+        const unsigned stage = base + s * GI_STAGE_BYTES;
         wgmma_fence();
 #pragma unroll
         for (int c = 0; c < GI_CB; ++c) {
@@ -150,9 +193,8 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
             wgmma_m64n256k16<T>(d, a, bd, 1);
         }
         wgmma_commit();
-        if (kb + GI_STAGES - 2 < kblocks) load(kb + GI_STAGES - 2);
-        cp_async_commit();
         wgmma_wait<1>();
+        if (kb > 0 && lane == 0) mbarrier_arrive(empty + 8 * ((kb - 1) % GI_STAGES));  // this warp's MMAs of k-block kb - 1 retired
     }
     wgmma_wait<0>();
     pin(d);  // the epilogue reads the accumulators after the wait

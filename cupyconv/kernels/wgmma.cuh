@@ -166,3 +166,39 @@ CUPYCONV_WGMMA_M64N128K16_MN_B(half_t, "f16")
 CUPYCONV_WGMMA_M64N128K16_MN_B(bfloat16_t, "bf16")
 #undef CUPYCONV_WGMMA_M64N128K16_MN_B
 #endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Transaction barriers (mbarrier) and bulk copies (sm_90).  An mbarrier's
+// phase completes when its expected arrivals have arrived and the bytes it
+// was told to expect (expect_tx) have landed; `address` is a shared_address.
+__device__ __forceinline__ void mbarrier_init(unsigned address, unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(address), "r"(arrivals) : "memory");
+}
+// Makes the initialized barriers visible to the bulk copies (the async proxy).
+__device__ __forceinline__ void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// Tells the barrier's current phase to expect `bytes` more (no arrival).
+__device__ __forceinline__ void mbarrier_expect_tx(unsigned address, unsigned bytes) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(address), "r"(bytes) : "memory");
+}
+// One arrival, ordered after this thread's earlier memory accesses.
+__device__ __forceinline__ void mbarrier_arrive(unsigned address) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(address) : "memory");
+}
+// Waits until the phase of the given parity (0 for the first phase) has completed.
+__device__ __forceinline__ void mbarrier_wait(unsigned address, unsigned parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT;\n}\n" ::"r"(address),
+        "r"(parity)
+        : "memory");
+}
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) global -> this
+// block's shared memory; the barrier at `barrier` counts them.
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned barrier) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
+                 "r"(bytes), "r"(barrier)
+                 : "memory");
+}
+#endif
