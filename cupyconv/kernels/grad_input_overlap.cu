@@ -51,8 +51,8 @@ constexpr int GI_THREADS = 384;  // two consumer warpgroups, then the producer
 constexpr int GI_BM = 128;       // input channels a block
 constexpr int GI_BN = 256;       // input positions a block
 constexpr int GI_CB = 4;         // output channels a k-block
-constexpr int GI_STAGES = 5;
-constexpr int GI_LAG = 2;  // k-blocks of B copies a producer thread keeps in flight before it arrives
+constexpr int GI_STAGES = 4;
+constexpr int GI_LAG = 1;  // k-blocks of B copies a producer thread keeps in flight before it arrives
 constexpr int GI_A_BYTES = GI_BM * 32;                   // one output channel's A: 128 rows x 16 taps
 constexpr int GI_B_BYTES = (8 * GI_BN + 8) * 2 + 16;     // one output channel's grad_output stretch, padded to 16 bytes
 constexpr int GI_STAGE_BYTES = GI_CB * (GI_A_BYTES + GI_B_BYTES);
@@ -139,6 +139,7 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
             offset[i] = inside[i] ? e : 0;
         }
         const T* image = gy + static_cast<Index>(n) * out_channels * out_w;
+        const bool interior = 8 * l0 - padding >= 0 && 8 * l0 - padding + 4 * PIECES <= out_w;  // the whole stretch in the row
 #pragma unroll 1
         for (int kb = 0; kb < kblocks; ++kb) {
             const int s = kb % GI_STAGES;
@@ -151,17 +152,28 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
                     bulk_copy(stage + c * GI_A_BYTES, packed + (static_cast<Index>(kb * GI_CB + c) * m_tiles + m_tile) * (GI_A_BYTES / 2),
                               GI_A_BYTES, full + 8 * s);
             }
+            unsigned char* const b_stage = smem + s * GI_STAGE_BYTES + GI_CB * GI_A_BYTES + 8 * p;
+            if (interior && kb * GI_CB + GI_CB <= out_channels) {
+                // every piece inside its row (all but the tiles at a row's ends): no bounds, no predicates
+                const T* const rows = image + static_cast<Index>(kb * GI_CB) * out_w;
 #pragma unroll
-            for (int c = 0; c < GI_CB; ++c) {
-                // B: the stretch gy[n][co][8 l0 - padding .. + 8 GI_BN + 8), zeros outside the row and past out_channels
-                const int co = kb * GI_CB + c;
-                const bool have = co < out_channels;
-                const T* row = image + static_cast<Index>(have ? co : 0) * out_w;
-                unsigned char* b_dst = smem + s * GI_STAGE_BYTES + GI_CB * GI_A_BYTES + c * GI_B_BYTES + 8 * p;
+                for (int c = 0; c < GI_CB; ++c)
 #pragma unroll
-                for (int i = 0; i < PER_THREAD; ++i)
-                    if (PIECES % 128 == 0 || i < PER_THREAD - 1 || p < PIECES % 128)
-                        cp_async_small<8>(b_dst + 1024 * i, row + offset[i], have && inside[i]);
+                    for (int i = 0; i < PER_THREAD; ++i)
+                        if (PIECES % 128 == 0 || i < PER_THREAD - 1 || p < PIECES % 128)
+                            cp_async_inside<8>(b_stage + c * GI_B_BYTES + 1024 * i, rows + c * out_w + offset[i]);
+            } else {
+#pragma unroll
+                for (int c = 0; c < GI_CB; ++c) {
+                    // B: the stretch gy[n][co][8 l0 - padding .. + 8 GI_BN + 8), zeros outside the row and past out_channels
+                    const int co = kb * GI_CB + c;
+                    const bool have = co < out_channels;
+                    const T* row = image + static_cast<Index>(have ? co : 0) * out_w;
+#pragma unroll
+                    for (int i = 0; i < PER_THREAD; ++i)
+                        if (PIECES % 128 == 0 || i < PER_THREAD - 1 || p < PIECES % 128)
+                            cp_async_small<8>(b_stage + c * GI_B_BYTES + 1024 * i, row + offset[i], have && inside[i]);
+                }
             }
             cp_async_commit();
             if (kb >= GI_LAG) {  // k-block kb - GI_LAG's copies are complete, and visible to the tensor cores

@@ -22,6 +22,16 @@ __device__ __forceinline__ void cp_async_small(void* dst, const void* src, bool 
                  "r"(valid ? BYTES : 0)
                  : "memory");
 }
+// 16, 8 or 4 bytes global -> shared where the source is known to be inside
+// its array: no src-size operand, so no predicate per copy in the SASS.
+template <int BYTES>
+__device__ __forceinline__ void cp_async_inside(void* dst, const void* src) {
+    static_assert(BYTES == 16 || BYTES == 8 || BYTES == 4, "cp.async copies 4, 8 or 16 bytes");
+    if constexpr (BYTES == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address(dst)), "l"(src) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(shared_address(dst)), "l"(src), "n"(BYTES) : "memory");
+}
 // Wait until at most N of this thread's committed groups are still in flight.
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
