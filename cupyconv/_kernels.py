@@ -615,14 +615,14 @@ def pack_overlap_weight_name(dtype: str) -> str:
 # grad_weight_overlap.cu (perf notes v33): grad_weight of the same problems,
 # grad_output's rows read in place as the M-major A operand of rows
 # (output channel, phase).
-GRAD_WEIGHT_OVERLAP_THREADS = 256
+GRAD_WEIGHT_OVERLAP_THREADS = 384  # two consumer warpgroups and a producer
 GRAD_WEIGHT_OVERLAP_CO = 16  # output channels a block
 GRAD_WEIGHT_OVERLAP_BN = 128  # input channels a block
 GRAD_WEIGHT_OVERLAP_P = 64  # positions an item
 GRAD_WEIGHT_OVERLAP_STAGES = 5
 GRAD_WEIGHT_OVERLAP_SHARED = GRAD_WEIGHT_OVERLAP_STAGES * (
-    GRAD_WEIGHT_OVERLAP_BN * GRAD_WEIGHT_OVERLAP_P * 2 + GRAD_WEIGHT_OVERLAP_CO * ((GRAD_WEIGHT_OVERLAP_P + 1) * 16 + 16)
-)
+    GRAD_WEIGHT_OVERLAP_BN * GRAD_WEIGHT_OVERLAP_P * 2 + GRAD_WEIGHT_OVERLAP_CO * ((GRAD_WEIGHT_OVERLAP_P + 1) * 16 + 16) + 16
+)  # the buffers, then their mbarriers (full, empty)
 GRAD_WEIGHT_OVERLAP_COPIES = (16, 8)  # bytes a grad_output copy
 
 

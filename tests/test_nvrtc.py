@@ -352,7 +352,7 @@ def test_grad_weight_overlap_compiles_for_sm_90a_without_spills():
         assert int(found[f"GWO_{name}"]) == getattr(_kernels, f"GRAD_WEIGHT_OVERLAP_{name}"), name
     assert "GWO_X_BYTES = GWO_BN * GWO_P * 2;" in text and "GWO_ROW_BYTES = (GWO_P + 1) * 16;" in text
     assert "GWO_CHUNK = GWO_ROW_BYTES + 16;" in text and "GWO_WINDOW_BYTES = GWO_CO * GWO_CHUNK;" in text
-    assert "w_base = smem + GWO_STAGES * GWO_X_BYTES;" in text
+    assert "GWO_BARRIERS = GWO_STAGES * (GWO_X_BYTES + GWO_WINDOW_BYTES);" in text and "empty = full + GWO_STAGES * 8;" in text
     names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_weight_overlap.cu"]
     copies = len(_kernels.GRAD_WEIGHT_OVERLAP_COPIES)
     assert len(names) == len(_kernels.OVERLAP_DTYPES) * len(_kernels.INDEX_TYPES) * copies

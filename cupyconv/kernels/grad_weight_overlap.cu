@@ -24,16 +24,22 @@
 // image, split across blocks: block (split, co tile, ci tile) sums the
 // items first .. first + per_split and writes its tile as doubles to
 // workspace[split]; sum_splits adds the splits in order (bitwise
-// repeatable).  Per item, into one of GWO_STAGES buffers loaded GWO_STAGES -
-// 2 ahead:
+// repeatable).  Per item, into one of GWO_STAGES buffers:
 //   * x (B, K-major): 128 channel rows of 64 positions (128 bytes), one
 //     128-byte-swizzled atom (chunk c of row ci at ci * 128 + 16 (c ^ ci % 8)),
-//     16-byte cp.async, a warp's copies 4 whole rows;
+//     16-byte cp.async;
 //   * the stretch gy[n, co, 8 l0 - padding ..] of GWO_P + 1 positions of each
 //     of the 16 output channels, COPY bytes a copy (8 where padding is 4 mod 8
 //     and the stretch starts 8 bytes past a 16-byte boundary).
-// Each warpgroup issues 2 taps x 4 k-steps of wgmma.m64n128k16 per item
-// into two accumulators (128 floats a thread).
+// The block is three warpgroups, specialized as in grad_input_overlap.cu
+// (perf notes v37): two consumers, each issuing 2 taps x 4 k-steps of
+// wgmma.m64n128k16 per item into two accumulators (128 floats a thread) and
+// nothing else in its loop, and a producer whose threads make the copies,
+// each the same pieces of every item (offsets and bounds worked out once).
+// Buffer s's "full" mbarrier completes when every producer thread has
+// arrived, GWO_LAG items after issuing its copies, once they are complete
+// and fenced for the tensor cores; its "empty" one when every consumer warp
+// has arrived, once its MMAs of the buffer's item retired.
 //
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), stride 8, 9 to 16 taps, padding a multiple of
@@ -43,15 +49,17 @@
 #include "mma.cuh"
 #include "wgmma.cuh"
 
-constexpr int GWO_THREADS = 256;                    // two warpgroups
+constexpr int GWO_THREADS = 384;                    // two consumer warpgroups, then the producer
 constexpr int GWO_CO = 16;                          // output channels a block (128 GEMM rows)
 constexpr int GWO_BN = 128;                         // input channels a block
 constexpr int GWO_P = 64;                           // positions an item
-constexpr int GWO_STAGES = 5;                       // buffers, loaded GWO_STAGES - 2 items ahead
+constexpr int GWO_STAGES = 5;                       // buffers
+constexpr int GWO_LAG = 2;                          // items of copies a producer thread keeps in flight before it arrives
 constexpr int GWO_X_BYTES = GWO_BN * GWO_P * 2;     // one swizzled atom, 1024-byte aligned
 constexpr int GWO_ROW_BYTES = (GWO_P + 1) * 16;     // a channel's stretch: positions l0 .. l0 + GWO_P
 constexpr int GWO_CHUNK = GWO_ROW_BYTES + 16;       // its stride in shared memory
 constexpr int GWO_WINDOW_BYTES = GWO_CO * GWO_CHUNK;
+constexpr int GWO_BARRIERS = GWO_STAGES * (GWO_X_BYTES + GWO_WINDOW_BYTES);  // the buffers' mbarriers (full, empty) after them
 
 template <typename T, typename Index, int COPY>
 __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
@@ -65,8 +73,8 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     static_assert(COPY == 16 || COPY == 8, "copies of 16 or 8 bytes");
     constexpr int UNIT = COPY / 2;                      // elements a copy
     constexpr int PER_ROW = GWO_ROW_BYTES / COPY;       // copies a channel's stretch
-    static_assert(GWO_BN * GWO_P / 8 % GWO_THREADS == 0, "x copies");
-    extern __shared__ __align__(1024) unsigned char smem[];  // x atoms (1024-byte aligned) first, then the stretches
+    static_assert(GWO_BN * GWO_P / 8 % 128 == 0 && GWO_P == 64, "x copies: whole tasks a producer thread, one atom an item");
+    extern __shared__ __align__(1024) unsigned char smem[];  // x atoms (1024-byte aligned) first, then the stretches, then the mbarriers
     const int tid = threadIdx.x, warpgroup = tid / 128;
 
     int b = blockIdx.x;
@@ -78,52 +86,110 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     const int per_image = (in_w + GWO_P - 1) / GWO_P;
     const int first = split * per_split;
     const int steps = max(0, min(batch * per_image, first + per_split) - first);
-    unsigned char* const x_base = smem;
-    unsigned char* const w_base = smem + GWO_STAGES * GWO_X_BYTES;
+    const unsigned base = shared_address(smem), full = base + GWO_BARRIERS, empty = full + GWO_STAGES * 8;
 
-    // Item k (the block's k-th) into buffer k % GWO_STAGES; zeros past the
-    // channels, past in_w and outside grad_output's row.
-    auto load = [&](int k) {
-        const int item = first + k;
-        const int n = item / per_image, l0 = item % per_image * GWO_P;
-        const T* const image = x + static_cast<Index>(n) * in_channels * in_w;
-        copy_x_atoms<T, Index, GWO_BN, GWO_P / 64, GWO_THREADS>(x_base + (k % GWO_STAGES) * GWO_X_BYTES, image, x, ci0, in_channels, l0, in_w);
-        unsigned char* const wd = w_base + (k % GWO_STAGES) * GWO_WINDOW_BYTES;
-        const int e0 = 8 * l0 - padding;  // a multiple of UNIT
-        for (int task = tid; task < GWO_CO * PER_ROW; task += GWO_THREADS) {
-            const int r = task / PER_ROW, u = task % PER_ROW;
-            const int co = co0 + r, e = e0 + u * UNIT;
-            const bool valid = co < out_channels && e >= 0 && e < out_w;  // out_w % UNIT == 0: all or nothing
-            const T* src = gy + (static_cast<Index>(n) * out_channels + co) * out_w + e;
-            if constexpr (COPY == 16)
-                cp_async16(wd + r * GWO_CHUNK + u * COPY, valid ? src : gy, valid);
-            else
-                cp_async_small<8>(wd + r * GWO_CHUNK + u * COPY, valid ? src : gy, valid);
+    if (tid == 0) {
+        for (int s = 0; s < GWO_STAGES; ++s) {
+            mbarrier_init(full + 8 * s, 128);  // the producer's threads
+            mbarrier_init(empty + 8 * s, 8);   // the consumers' warps
         }
-    };
+        fence_mbarrier_init();
+    }
+    __syncthreads();
 
+    if (warpgroup == 2) {
+        // The producer: item k (the block's k-th) into buffer k % GWO_STAGES; zeros past the channels, past
+        // in_w and outside grad_output's row.  Thread p copies x's 16-byte chunk c = p % 8 of channel rows
+        // p / 8 + 16 i, and the stretches' pieces t = p + 128 j (channel t / PER_ROW, piece t % PER_ROW).
+        const int p = tid - 256, c = p % 8;
+        constexpr int X_PER = GWO_BN * GWO_P / 8 / 128, PIECES = GWO_CO * PER_ROW, G_PER = (PIECES + 127) / 128;
+        Index x_offset[X_PER];
+        bool x_inside[X_PER];
+#pragma unroll
+        for (int i = 0; i < X_PER; ++i) {
+            const int ci = ci0 + p / 8 + 16 * i;
+            x_inside[i] = ci < in_channels;
+            x_offset[i] = static_cast<Index>(x_inside[i] ? ci : 0) * in_w + 8 * c;
+        }
+        const unsigned x_dst = (p / 8) * 128 + (c ^ (p / 8 % 8)) * 16;  // + 2048 i: rows 16 apart keep their swizzle
+        const bool whole_tile = ci0 + GWO_BN <= in_channels && co0 + GWO_CO <= out_channels;
+        Index g_offset[G_PER];  // the piece's element in the image's rows, from element e0 of row 0
+        unsigned g_dst[G_PER];
+        bool g_inside[G_PER];
+#pragma unroll
+        for (int j = 0; j < G_PER; ++j) {
+            const int t = p + 128 * j, r = t / PER_ROW, u = t % PER_ROW;
+            g_inside[j] = t < PIECES && co0 + r < out_channels;
+            g_offset[j] = static_cast<Index>(g_inside[j] ? co0 + r : 0) * out_w + u * UNIT;
+            g_dst[j] = r * GWO_CHUNK + u * COPY;
+        }
+#pragma unroll 1
+        for (int k = 0; k < steps; ++k) {
+            const int s = k % GWO_STAGES;
+            if (k >= GWO_STAGES) mbarrier_wait(empty + 8 * s, (k / GWO_STAGES - 1) & 1);  // item k - GWO_STAGES is done with it
+            const int item = first + k;
+            const int n = item / per_image, l0 = item % per_image * GWO_P;
+            const T* const x_row = x + static_cast<Index>(n) * in_channels * in_w + l0;
+            unsigned char* const xd = smem + s * GWO_X_BYTES + x_dst;
+            const int e0 = 8 * l0 - padding;  // a multiple of UNIT
+            const T* const g_row = gy + static_cast<Index>(n) * out_channels * out_w + e0;
+            unsigned char* const wd = smem + GWO_STAGES * GWO_X_BYTES + s * GWO_WINDOW_BYTES;
+            if (whole_tile && l0 + GWO_P <= in_w && e0 >= 0 && e0 + PER_ROW * UNIT <= out_w) {
+                // every copy inside its array (all but the items at a row's ends): no bounds, no predicates
+#pragma unroll
+                for (int i = 0; i < X_PER; ++i) cp_async_inside<16>(xd + 2048 * i, x_row + x_offset[i]);
+#pragma unroll
+                for (int j = 0; j < G_PER; ++j) {
+                    if (PIECES % 128 != 0 && j == G_PER - 1 && p >= PIECES % 128) break;
+                    cp_async_inside<COPY>(wd + g_dst[j], g_row + g_offset[j]);
+                }
+            } else {
+                const bool x_here = l0 + 8 * c < in_w;  // in_w % 8 == 0: a chunk is all or nothing
+#pragma unroll
+                for (int i = 0; i < X_PER; ++i) {
+                    const bool valid = x_here && x_inside[i];
+                    cp_async16(xd + 2048 * i, valid ? x_row + x_offset[i] : x, valid);
+                }
+#pragma unroll
+                for (int j = 0; j < G_PER; ++j) {
+                    if (PIECES % 128 != 0 && j == G_PER - 1 && p >= PIECES % 128) break;
+                    const int e = e0 + static_cast<int>(g_dst[j] % GWO_CHUNK) / COPY * UNIT;
+                    const bool valid = g_inside[j] && e >= 0 && e < out_w;  // out_w % UNIT == 0: all or nothing
+                    const T* const src = valid ? g_row + g_offset[j] : gy;
+                    if constexpr (COPY == 16)
+                        cp_async16(wd + g_dst[j], src, valid);
+                    else
+                        cp_async_small<8>(wd + g_dst[j], src, valid);
+                }
+            }
+            cp_async_commit();
+            if (k >= GWO_LAG) {  // item k - GWO_LAG's copies are complete, and visible to the tensor cores
+                cp_async_wait_group<GWO_LAG>();
+                fence_proxy_async();
+                mbarrier_arrive(full + 8 * ((k - GWO_LAG) % GWO_STAGES));
+            }
+        }
+        cp_async_wait_all();
+        fence_proxy_async();
+        for (int k = steps > GWO_LAG ? steps - GWO_LAG : 0; k < steps; ++k) mbarrier_arrive(full + 8 * (k % GWO_STAGES));
+        return;
+    }
+
+    // The consumers.
     float acc[2][64];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[h][i] = 0.0f;
-
-    const unsigned base = shared_address(smem);
-#pragma unroll 1
-    for (int k = 0; k < GWO_STAGES - 2; ++k) {
-        if (k < steps) load(k);
-        cp_async_commit();
-    }
 #pragma unroll 1
     for (int k = 0; k < steps; ++k) {
-        cp_async_wait_group<GWO_STAGES - 3>();  // item k is here
-        fence_proxy_async();
-        __syncthreads();  // ... for every thread; every warpgroup is done with item k - 2
+        const int s = k % GWO_STAGES;
+        mbarrier_wait(full + 8 * s, (k / GWO_STAGES) & 1);
 #pragma unroll
         for (int h = 0; h < 2; ++h) pin(acc[h]);
         wgmma_fence();
-        const unsigned x_tile = base + (k % GWO_STAGES) * GWO_X_BYTES;
-        const unsigned window = base + GWO_STAGES * GWO_X_BYTES + (k % GWO_STAGES) * GWO_WINDOW_BYTES + warpgroup * 8 * GWO_CHUNK;
+        const unsigned x_tile = base + s * GWO_X_BYTES;
+        const unsigned window = base + GWO_STAGES * GWO_X_BYTES + s * GWO_WINDOW_BYTES + warpgroup * 8 * GWO_CHUNK;
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -135,14 +201,12 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
                 wgmma_m64k16_mn_a<T, GWO_BN>(acc[h], a, bd);
             }
         wgmma_commit();
-        if (k + GWO_STAGES - 2 < steps) load(k + GWO_STAGES - 2);
-        cp_async_commit();
         wgmma_wait<1>();
+        if (k > 0 && tid % 32 == 0) mbarrier_arrive(empty + 8 * ((k - 1) % GWO_STAGES));  // this warp's MMAs of item k - 1 retired
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int h = 0; h < 2; ++h) pin(acc[h]);
-    cp_async_wait_all();
 
     // Accumulator (h, 4 jj + 2 hh + e): row 16 w + g + 8 hh = (channel, j), column 8 jj + 2 t4 + e.
     const int lane = tid % 32, w = (tid / 32) % 4, g = lane / 4, t4 = lane % 4;
