@@ -57,7 +57,9 @@ constexpr int GI_A_BYTES = GI_BM * 32;                   // one output channel's
 constexpr int GI_B_BYTES = (8 * GI_BN + 8) * 2 + 16;     // one output channel's grad_output stretch, padded to 16 bytes
 constexpr int GI_STAGE_BYTES = GI_CB * (GI_A_BYTES + GI_B_BYTES);
 constexpr int GI_SHARED = GI_STAGES * GI_STAGE_BYTES + GI_STAGES * 16;  // the buffers, then their mbarriers (full, empty)
+constexpr int GI_ROW = GI_BN * 2 + 16;  // a staged output row in the epilogue (16 bytes of padding: no bank conflicts)
 static_assert(GI_A_BYTES == 4096 && GI_STAGE_BYTES % 16 == 0, "4 KB of A an output channel; 16-byte aligned buffers");
+static_assert(GI_BM * GI_ROW <= GI_STAGES * GI_STAGE_BYTES, "the staged tile fits in the buffers");
 
 // The packed weight: [co][ci tile][half h][row m][8 taps], output channels
 // padded to co_padded, input channels tiled by GI_BM: tap 8 h + j of input
@@ -125,6 +127,20 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     }
     __syncthreads();
 
+    // The epilogue stages the tile in the (then free) buffers, rows of GI_BN positions GI_ROW bytes apart, and
+    // all three warpgroups store it in 16-byte pieces, consecutive threads along a row, where grad_input's rows
+    // are whole 16-byte pieces (in_w a multiple of 8, the array 16-byte aligned); elsewhere the consumers store
+    // their accumulators directly, two outputs a 4-byte store.
+    const bool staged = in_w % 8 == 0 && reinterpret_cast<unsigned long long>(grad_input) % 16 == 0;
+    auto store_staged = [&]() {
+        for (int q = tid; q < GI_BM * GI_BN / 8; q += GI_THREADS) {
+            const int r = q / (GI_BN / 8), piece = q % (GI_BN / 8), l = l0 + 8 * piece;
+            const uint4 v = *reinterpret_cast<const uint4*>(smem + r * GI_ROW + 16 * piece);
+            if (ci0 + r < in_channels && l < in_w)
+                *reinterpret_cast<uint4*>(grad_input + (static_cast<Index>(n) * in_channels + ci0 + r) * in_w + l) = v;
+        }
+    };
+
     if (wg == 2) {
         // The producer.  Its thread p copies the stretch's 8-byte pieces v = p + 128 i of each output
         // channel: their offsets in the row and whether they lie in it are the same for every channel.
@@ -185,6 +201,11 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
         cp_async_wait_all();
         fence_proxy_async();
         for (int kb = kblocks > GI_LAG ? kblocks - GI_LAG : 0; kb < kblocks; ++kb) mbarrier_arrive(full + 8 * (kb % GI_STAGES));
+        if (staged) {
+            __syncthreads();  // the consumers' MMAs have retired: the buffers are free
+            __syncthreads();  // the tile is staged
+            store_staged();
+        }
         return;
     }
 
@@ -211,8 +232,21 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     wgmma_wait<0>();
     pin(d);  // the epilogue reads the accumulators after the wait
 
-    // Epilogue: rows 64 wg + 16 (warp % 4) + g (+ 8), columns 8 j + 2 t4 (+ 1), two outputs a 4-byte store.
+    // Epilogue: rows 64 wg + 16 (warp % 4) + g (+ 8), columns 8 j + 2 t4 (+ 1), two outputs a 4-byte value.
     const int g = lane / 4, t4 = lane % 4;
+    if (staged) {
+        __syncthreads();  // every warpgroup's MMAs have retired and every copy has landed: the buffers are free
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            unsigned char* const row = smem + (64 * wg + 16 * (warp % 4) + g + 8 * half) * GI_ROW + 4 * t4;
+#pragma unroll
+            for (int j = 0; j < 32; ++j)
+                *reinterpret_cast<unsigned*>(row + 16 * j) = pack2<T>(d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
+        }
+        __syncthreads();
+        store_staged();
+        return;
+    }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int ci = ci0 + 64 * wg + 16 * (warp % 4) + g + 8 * half;
