@@ -1009,7 +1009,7 @@ def _grad_input_overlap_plan(geometry: Geometry, dtype: str, index: str):
     packed_shape = (co_padded, m_tiles, 2, _kernels.OVERLAP_BM, 8)
     total = math.prod(packed_shape)
     pack_scalars = (_i32(geometry.in_channels), _i32(geometry.out_channels), _i32(geometry.kernel[1]), _i32(m_tiles), _i64(total))
-    pack_blocks = max(1, min(-(-total // _kernels.PACK_THREADS), _kernels.PACK_MAX_BLOCKS))
+    pack_blocks = max(1, min(-(-total // (16 * _kernels.PACK_THREADS)), _kernels.PACK_MAX_BLOCKS))  # a thread a row of 16 taps
     pack = _Launch("grad_input_overlap.cu", _kernels.pack_overlap_weight_name(dtype), pack_blocks, _kernels.PACK_THREADS, pack_scalars)
     return launch, pack, packed_shape
 

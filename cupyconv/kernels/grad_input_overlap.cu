@@ -66,19 +66,25 @@ static_assert(GI_BM * GI_ROW <= GI_STAGES * GI_STAGE_BYTES, "the staged tile fit
 // channel GI_BM tile + m, zeros past the kernel's taps, in_channels and
 // out_channels.  One (co, tile) is the 4 KB of A in shared memory (half h's
 // 16-byte rows at h * GI_BM * 16 + m * 16: K-major core matrices).
+// A thread a row (co, ci): its taps read in a run from the weight, written
+// as the two 16-byte halves.
 template <typename T>
 __global__ void pack_overlap_weight(const T* __restrict__ weight, T* __restrict__ packed, int in_channels, int out_channels, int taps,
                                     int m_tiles, long long total) {
-    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
-         i += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const int k = static_cast<int>(i % 2048 / (GI_BM * 8)) * 8 + static_cast<int>(i % 8);
-        const int m = static_cast<int>(i / 8 % GI_BM);
-        const long long tile_co = i / 2048;
+    for (long long row = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; row < total / 16;
+         row += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const int m = static_cast<int>(row % GI_BM);
+        const long long tile_co = row / GI_BM;
         const int ci = static_cast<int>(tile_co % m_tiles) * GI_BM + m;
         const long long co = tile_co / m_tiles;
-        T v{};
-        if (ci < in_channels && co < out_channels && k < taps) v = weight[(ci * static_cast<long long>(out_channels) + co) * taps + k];
-        packed[i] = v;
+        alignas(16) T v[16];
+        const bool inside = ci < in_channels && co < out_channels;
+        const T* const src = weight + (ci * static_cast<long long>(out_channels) + co) * taps;
+#pragma unroll
+        for (int k = 0; k < 16; ++k) v[k] = inside && k < taps ? src[k] : T{};
+        T* const dst = packed + tile_co * 2048 + m * 8;
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
+        *reinterpret_cast<uint4*>(dst + GI_BM * 8) = *reinterpret_cast<const uint4*>(v + 8);
     }
 }
 
