@@ -32,9 +32,10 @@
 //   bytes past a 16-byte boundary when padding is 4 mod 8, which bulk
 //   copies cannot take).
 // Each buffer has two mbarriers.  "full" completes when A's bytes have
-// landed and every producer thread has arrived, GI_LAG k-blocks after
-// issuing its B copies, once they are complete and fenced for the tensor
-// cores; "empty" when every consumer warp has arrived.  No block-wide
+// landed and the B copies of every producer thread have (each thread's
+// cp.async.mbarrier.arrive; the consumers fence the data for the tensor
+// cores after their wait); "empty" when every consumer warp has arrived,
+// once its MMAs of the buffer's k-block have retired.  No block-wide
 // barrier in the loop: the consumers only wait for data, the producer only
 // for free buffers.
 //
@@ -52,7 +53,6 @@ constexpr int GI_BM = 128;       // input channels a block
 constexpr int GI_BN = 256;       // input positions a block
 constexpr int GI_CB = 4;         // output channels a k-block
 constexpr int GI_STAGES = 4;
-constexpr int GI_LAG = 1;  // k-blocks of B copies a producer thread keeps in flight before it arrives
 constexpr int GI_A_BYTES = GI_BM * 32;                   // one output channel's A: 128 rows x 16 taps
 constexpr int GI_B_BYTES = (8 * GI_BN + 8) * 2 + 16;     // one output channel's grad_output stretch, padded to 16 bytes
 constexpr int GI_STAGE_BYTES = GI_CB * (GI_A_BYTES + GI_B_BYTES);
@@ -197,16 +197,9 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
                             cp_async_small<8>(b_stage + c * GI_B_BYTES + 1024 * i, row + offset[i], have && inside[i]);
                 }
             }
-            cp_async_commit();
-            if (kb >= GI_LAG) {  // k-block kb - GI_LAG's copies are complete, and visible to the tensor cores
-                cp_async_wait_group<GI_LAG>();
-                fence_proxy_async();
-                mbarrier_arrive(full + 8 * ((kb - GI_LAG) % GI_STAGES));
-            }
+            cp_async_arrive_noinc(full + 8 * s);  // once this k-block's copies have landed
         }
         cp_async_wait_all();
-        fence_proxy_async();
-        for (int kb = kblocks > GI_LAG ? kblocks - GI_LAG : 0; kb < kblocks; ++kb) mbarrier_arrive(full + 8 * (kb % GI_STAGES));
         if (staged) {
             __syncthreads();  // the consumers' MMAs have retired: the buffers are free
             __syncthreads();  // the tile is staged
@@ -223,6 +216,7 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     for (int kb = 0; kb < kblocks; ++kb) {
         const int s = kb % GI_STAGES;
         mbarrier_wait(full + 8 * s, (kb / GI_STAGES) & 1);
+        fence_proxy_async();  // the producer's cp.async writes, for the tensor cores' reads
         const unsigned stage = base + s * GI_STAGE_BYTES;
         wgmma_fence();
 #pragma unroll

@@ -36,10 +36,11 @@
 // wgmma.m64n128k16 per item into two accumulators (128 floats a thread) and
 // nothing else in its loop, and a producer whose threads make the copies,
 // each the same pieces of every item (offsets and bounds worked out once).
-// Buffer s's "full" mbarrier completes when every producer thread has
-// arrived, GWO_LAG items after issuing its copies, once they are complete
-// and fenced for the tensor cores; its "empty" one when every consumer warp
-// has arrived, once its MMAs of the buffer's item retired.
+// Buffer s's "full" mbarrier completes when the copies of every producer
+// thread have landed (each thread's cp.async.mbarrier.arrive; the consumers
+// fence the data for the tensor cores after their wait); its "empty" one
+// when every consumer warp has arrived, once its MMAs of the buffer's item
+// retired.
 //
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), stride 8, 9 to 16 taps, padding a multiple of
@@ -54,7 +55,6 @@ constexpr int GWO_CO = 16;                          // output channels a block (
 constexpr int GWO_BN = 128;                         // input channels a block
 constexpr int GWO_P = 64;                           // positions an item
 constexpr int GWO_STAGES = 5;                       // buffers
-constexpr int GWO_LAG = 2;                          // items of copies a producer thread keeps in flight before it arrives
 constexpr int GWO_X_BYTES = GWO_BN * GWO_P * 2;     // one swizzled atom, 1024-byte aligned
 constexpr int GWO_ROW_BYTES = (GWO_P + 1) * 16;     // a channel's stretch: positions l0 .. l0 + GWO_P
 constexpr int GWO_CHUNK = GWO_ROW_BYTES + 16;       // its stride in shared memory
@@ -162,16 +162,9 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
                         cp_async_small<8>(wd + g_dst[j], src, valid);
                 }
             }
-            cp_async_commit();
-            if (k >= GWO_LAG) {  // item k - GWO_LAG's copies are complete, and visible to the tensor cores
-                cp_async_wait_group<GWO_LAG>();
-                fence_proxy_async();
-                mbarrier_arrive(full + 8 * ((k - GWO_LAG) % GWO_STAGES));
-            }
+            cp_async_arrive_noinc(full + 8 * s);  // once this item's copies have landed
         }
         cp_async_wait_all();
-        fence_proxy_async();
-        for (int k = steps > GWO_LAG ? steps - GWO_LAG : 0; k < steps; ++k) mbarrier_arrive(full + 8 * (k % GWO_STAGES));
         return;
     }
 
@@ -185,6 +178,7 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     for (int k = 0; k < steps; ++k) {
         const int s = k % GWO_STAGES;
         mbarrier_wait(full + 8 * s, (k / GWO_STAGES) & 1);
+        fence_proxy_async();  // the producer's cp.async writes, for the tensor cores' reads
 #pragma unroll
         for (int h = 0; h < 2; ++h) pin(acc[h]);
         wgmma_fence();

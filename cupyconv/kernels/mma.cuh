@@ -32,6 +32,13 @@ __device__ __forceinline__ void cp_async_inside(void* dst, const void* src) {
     else
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(shared_address(dst)), "l"(src), "n"(BYTES) : "memory");
 }
+// An arrival on the mbarrier at shared_address `barrier` once every cp.async
+// this thread has issued so far has landed (.noinc: the barrier's count
+// includes it).  The consumer fences (fence.proxy.async) after its wait
+// before the tensor cores read the data.
+__device__ __forceinline__ void cp_async_arrive_noinc(unsigned barrier) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
+}
 // Wait until at most N of this thread's committed groups are still in flight.
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
