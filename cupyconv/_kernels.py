@@ -616,8 +616,8 @@ def pack_overlap_weight_name(dtype: str) -> str:
 # grad_output's rows read in place as the M-major A operand of rows
 # (output channel, phase).
 GRAD_WEIGHT_OVERLAP_THREADS = 384  # two consumer warpgroups and a producer
-GRAD_WEIGHT_OVERLAP_CO = 16  # output channels a block
-GRAD_WEIGHT_OVERLAP_BN = 128  # input channels a block
+GRAD_WEIGHT_OVERLAP_CO = 8  # output channels a block
+GRAD_WEIGHT_OVERLAP_BN = 256  # input channels a block
 GRAD_WEIGHT_OVERLAP_P = 64  # positions an item
 GRAD_WEIGHT_OVERLAP_STAGES = 5
 GRAD_WEIGHT_OVERLAP_SHARED = GRAD_WEIGHT_OVERLAP_STAGES * (

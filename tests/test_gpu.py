@@ -2417,7 +2417,8 @@ def test_grad_input_overlap_declines():
 # ends short, input- and output-channel tiles that end short, 12 taps (taps
 # 12-15 computed and dropped), 16-byte copies (padding 8, rows of whole
 # vectors) and 8-byte ones (padding 4, or an output_padding of 4), several
-# splits of the reduction, an unbatched call.
+# splits of the reduction, an unbatched call, and whole channel tiles
+# (copies without bounds for the items inside the rows).
 GRAD_WEIGHT_OVERLAP_CASES = [
     (Case("gwo_x2", 1, 2, 256, 128, (16,), (600,), stride=8, padding=4), 8),
     (Case("gwo_tails", 1, 3, 200, 30, (12,), (136,), stride=8, padding=0), 8),
@@ -2425,6 +2426,7 @@ GRAD_WEIGHT_OVERLAP_CASES = [
     (Case("gwo_pad8_op4", 1, 1, 64, 40, (16,), (256,), stride=8, padding=8, output_padding=4), 8),
     (Case("gwo_splits", 1, 4, 128, 32, (16,), (2048,), stride=8, padding=4), 8),
     (Case("gwo_unbatched", 1, None, 96, 72, (12,), (64,), stride=8, padding=4), 8),
+    (Case("gwo_whole_tiles", 1, 2, 256, 16, (16,), (512,), stride=8, padding=4), 8),
 ]
 
 
@@ -2443,8 +2445,8 @@ def test_grad_weight_overlap(case, copy, mode, monkeypatch):
     test_backward(case, mode)
     names = [name for name, _ in ran if name.startswith("grad_weight_overlap<")]
     assert names and all(name.endswith(f", {copy}>") for name in names), ran
-    if case.name == "gwo_splits":  # 2 x 1 tiles and 128 items: 8 splits
-        assert [blocks for name, blocks in ran if name.startswith("grad_weight_overlap<")] == [16]
+    if case.name == "gwo_splits":  # 4 x 1 tiles (8 output channels x 256 input channels) and 128 items: 8 splits
+        assert [blocks for name, blocks in ran if name.startswith("grad_weight_overlap<")] == [32]
     dtype = numpy_dtype(mode[0])
     rng = numpy.random.default_rng(5)
     x, w, _ = case.arrays(rng, dtype)

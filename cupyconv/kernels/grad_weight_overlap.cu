@@ -18,24 +18,25 @@
 // Nothing is transposed and each grad_output element is copied once per
 // block.
 //
-// GEMM per block: rows (co, j) of GWO_CO = 16 output channels (warpgroup h
-// takes channels 8 h..8 h + 7: its 64 rows), columns GWO_BN = 128 input
-// channels (wgmma N), reduction over items of GWO_P = 64 positions of one
-// image, split across blocks: block (split, co tile, ci tile) sums the
-// items first .. first + per_split and writes its tile as doubles to
-// workspace[split]; sum_splits adds the splits in order (bitwise
-// repeatable).  Per item, into one of GWO_STAGES buffers:
-//   * x (B, K-major): 128 channel rows of 64 positions (128 bytes), one
-//     128-byte-swizzled atom (chunk c of row ci at ci * 128 + 16 (c ^ ci % 8)),
-//     16-byte cp.async;
+// GEMM per block: rows (co, j) of GWO_CO = 8 output channels (64 rows),
+// columns GWO_BN = 256 input channels (wgmma N), reduction over items of
+// GWO_P = 64 positions of one image, split across blocks: block (split, co
+// tile, ci tile) sums the items first .. first + per_split and writes its
+// tile as doubles to workspace[split]; sum_splits adds the splits in order
+// (bitwise repeatable).  Per item, into one of GWO_STAGES buffers:
+//   * x (B, K-major): 256 channel rows of 64 positions (128 bytes), 128-byte
+//     swizzled (chunk c of row ci at ci * 128 + 16 (c ^ ci % 8)), 16-byte
+//     cp.async;
 //   * the stretch gy[n, co, 8 l0 - padding ..] of GWO_P + 1 positions of each
-//     of the 16 output channels, COPY bytes a copy (8 where padding is 4 mod 8
+//     of the 8 output channels, COPY bytes a copy (8 where padding is 4 mod 8
 //     and the stretch starts 8 bytes past a 16-byte boundary).
 // The block is three warpgroups, specialized as in grad_input_overlap.cu
-// (perf notes v37): two consumers, each issuing 2 taps x 4 k-steps of
-// wgmma.m64n128k16 per item into two accumulators (128 floats a thread) and
-// nothing else in its loop, and a producer whose threads make the copies,
-// each the same pieces of every item (offsets and bounds worked out once).
+// (perf notes v37): two consumers, warpgroup h issuing tap h's 4 k-steps of
+// wgmma.m64n256k16 per item into its 128 accumulators and nothing else in
+// its loop (one tap a warpgroup over 256 input channels reads 80 KB of
+// shared memory per item for the MMAs, where two taps over 128 read 96 KB),
+// and a producer whose threads make the copies, each the same pieces of
+// every item (offsets and bounds worked out once).
 // Buffer s's "full" mbarrier completes when the copies of every producer
 // thread have landed (each thread's cp.async.mbarrier.arrive; the consumers
 // fence the data for the tensor cores after their wait); its "empty" one
@@ -51,8 +52,8 @@
 #include "wgmma.cuh"
 
 constexpr int GWO_THREADS = 384;                    // two consumer warpgroups, then the producer
-constexpr int GWO_CO = 16;                          // output channels a block (128 GEMM rows)
-constexpr int GWO_BN = 128;                         // input channels a block
+constexpr int GWO_CO = 8;                           // output channels a block (64 GEMM rows)
+constexpr int GWO_BN = 256;                         // input channels a block
 constexpr int GWO_P = 64;                           // positions an item
 constexpr int GWO_STAGES = 5;                       // buffers
 constexpr int GWO_X_BYTES = GWO_BN * GWO_P * 2;     // one swizzled atom, 1024-byte aligned
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     static_assert(COPY == 16 || COPY == 8, "copies of 16 or 8 bytes");
     constexpr int UNIT = COPY / 2;                      // elements a copy
     constexpr int PER_ROW = GWO_ROW_BYTES / COPY;       // copies a channel's stretch
-    static_assert(GWO_BN * GWO_P / 8 % 128 == 0 && GWO_P == 64, "x copies: whole tasks a producer thread, one atom an item");
+    static_assert(GWO_BN * GWO_P / 8 % 128 == 0 && GWO_P == 64, "x copies: whole tasks a producer thread, rows of 64 positions");
     extern __shared__ __align__(1024) unsigned char smem[];  // x atoms (1024-byte aligned) first, then the stretches, then the mbarriers
     const int tid = threadIdx.x, warpgroup = tid / 128;
 
@@ -168,58 +169,52 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
         return;
     }
 
-    // The consumers.
-    float acc[2][64];
+    // The consumers: warpgroup h, tap h (its A the window 16 bytes on for h = 1), all GWO_CO output
+    // channels (64 rows) and GWO_BN input channels.
+    const int tap0 = 8 * warpgroup;
+    float acc[128];
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int i = 0; i < 64; ++i) acc[h][i] = 0.0f;
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
 #pragma unroll 1
     for (int k = 0; k < steps; ++k) {
         const int s = k % GWO_STAGES;
         mbarrier_wait(full + 8 * s, (k / GWO_STAGES) & 1);
         fence_proxy_async();  // the producer's cp.async writes, for the tensor cores' reads
-#pragma unroll
-        for (int h = 0; h < 2; ++h) pin(acc[h]);
+        pin(acc);
         wgmma_fence();
         const unsigned x_tile = base + s * GWO_X_BYTES;
-        const unsigned window = base + GWO_STAGES * GWO_X_BYTES + s * GWO_WINDOW_BYTES + warpgroup * 8 * GWO_CHUNK;
+        const unsigned window = base + GWO_STAGES * GWO_X_BYTES + s * GWO_WINDOW_BYTES + warpgroup * 16;
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int ks = 0; ks < GWO_P / 16; ++ks) {
-                // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (the next channel) GWO_CHUNK
-                const unsigned long long a = wgmma_descriptor(window + (ks * 16 + h) * 16, 128, GWO_CHUNK);
-                // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart, a k-step 32 bytes along the rows
-                const unsigned long long bd = wgmma_descriptor_fields(16, 1024, true) | (((x_tile + ks * 32) >> 4) & 0x3FFF);
-                wgmma_m64k16_mn_a<T, GWO_BN>(acc[h], a, bd);
-            }
+        for (int ks = 0; ks < GWO_P / 16; ++ks) {
+            // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (the next channel) GWO_CHUNK
+            const unsigned long long a = wgmma_descriptor(window + ks * 16 * 16, 128, GWO_CHUNK);
+            // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart, a k-step 32 bytes along the rows
+            const unsigned long long bd = wgmma_descriptor_fields(16, 1024, true) | (((x_tile + ks * 32) >> 4) & 0x3FFF);
+            wgmma_m64k16_mn_a<T, GWO_BN>(acc, a, bd);
+        }
         wgmma_commit();
         wgmma_wait<1>();
         if (k > 0 && tid % 32 == 0) mbarrier_arrive(empty + 8 * ((k - 1) % GWO_STAGES));  // this warp's MMAs of item k - 1 retired
     }
     wgmma_wait<0>();
-#pragma unroll
-    for (int h = 0; h < 2; ++h) pin(acc[h]);
+    pin(acc);
 
-    // Accumulator (h, 4 jj + 2 hh + e): row 16 w + g + 8 hh = (channel, j), column 8 jj + 2 t4 + e.
+    // Accumulator 4 jj + 2 hh + e: row 16 w + g + 8 hh = (channel, j), column 8 jj + 2 t4 + e.
     const int lane = tid % 32, w = (tid / 32) % 4, g = lane / 4, t4 = lane % 4;
     double* const out = workspace + static_cast<Index>(split) * in_channels * out_channels * kernel_w;
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int hh = 0; hh < 2; ++hh) {
+        const int row = 16 * w + g + 8 * hh;
+        const int co = co0 + row / 8, tap = tap0 + row % 8;
+        if (co >= out_channels || tap >= kernel_w) continue;
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-            const int row = 16 * w + g + 8 * hh;
-            const int co = co0 + 8 * warpgroup + row / 8, tap = 8 * h + row % 8;
-            if (co >= out_channels || tap >= kernel_w) continue;
+        for (int jj = 0; jj < GWO_BN / 8; ++jj)
 #pragma unroll
-            for (int jj = 0; jj < GWO_BN / 8; ++jj)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int ci = ci0 + 8 * jj + 2 * t4 + e;
-                    if (ci < in_channels)
-                        out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + tap] = static_cast<double>(acc[h][4 * jj + 2 * hh + e]);
-                }
-        }
+            for (int e = 0; e < 2; ++e) {
+                const int ci = ci0 + 8 * jj + 2 * t4 + e;
+                if (ci < in_channels)
+                    out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + tap] = static_cast<double>(acc[4 * jj + 2 * hh + e]);
+            }
+    }
 #endif
 }
