@@ -2081,8 +2081,9 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 # 16-bit grad_weight of the problems grad_input_overlap takes (stride 8, 9
 # to 16 taps, dilation 1, one group, 1D) on compute capability 9.0: grad_output's
 # rows read in place as the A operand of rows (output channel, phase).
-# Warp-specialized like grad_input_overlap: X2's 16-bit grad_weight
-# 0.65-0.88 -> 0.52-0.54 ms (H100, perf notes v37).
+# Warp-specialized like grad_input_overlap, one tap a consumer warpgroup over
+# 256 input channels: X2's 16-bit grad_weight 0.65-0.88 -> 0.51-0.64 ms
+# (H100, perf notes v37).
 USE_GRAD_WEIGHT_OVERLAP = True
 
 
