@@ -1902,9 +1902,10 @@ def _splits(independent_blocks: int, positions: int, min_positions: int, multipr
     return max(1, min(wanted, positions // max(min_positions, 1)))
 
 
-def _sum_splits_plan(dtype: str, count: int, splits: int, multiprocessors: int) -> _Launch:
+def _sum_splits_plan(dtype: str, count: int, splits: int, multiprocessors: int, workspace: str = "double") -> _Launch:
     blocks = max(1, min(-(-count // _kernels.REDUCE_THREADS), 8 * multiprocessors))
-    return _Launch("grad_weight.cu", _kernels.sum_splits_name(dtype), blocks, _kernels.REDUCE_THREADS, (_i64(count), _i32(splits)))
+    name = _kernels.sum_splits_name(dtype, workspace)
+    return _Launch("grad_weight.cu", name, blocks, _kernels.REDUCE_THREADS, (_i64(count), _i32(splits)))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1938,17 +1939,19 @@ def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessor
     return partial, workspace_shape, _sum_splits_plan(dtype, count, splits, multiprocessors)
 
 
-def _run_split_reduction(plan_for, inputs: tuple, sizes: tuple, out) -> None:
+def _run_split_reduction(plan_for, inputs: tuple, sizes: tuple, out, workspace_dtype=numpy.float64) -> None:
     """A split reduction's two launches: plan_for(index) gives (partial
-    launch, workspace shape, sum_splits launch); the partials go to a float64
-    workspace that sum_splits adds, in split order, into `out`.  The index
-    type covers `sizes` (element counts the partial kernel indexes) and the
-    workspace, whose shape does not depend on it."""
+    launch, workspace shape, sum_splits launch); the partials go to a
+    workspace (float64; float32 where the partial kernel writes float sums
+    and its sum_splits launch reads floats) that sum_splits adds, in split
+    order and in double, into `out`.  The index type covers `sizes` (element
+    counts the partial kernel indexes) and the workspace, whose shape does
+    not depend on it."""
     partial, workspace_shape, finish = plan_for("int")
     index = _kernels.index_type(*sizes, math.prod(workspace_shape))
     if index != "int":
         partial, workspace_shape, finish = plan_for(index)
-    workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
+    workspace = cupy.empty(workspace_shape, dtype=workspace_dtype)
     _launch(partial, inputs + (workspace,))
     _launch(finish, (workspace, out))
 
@@ -2131,7 +2134,7 @@ def _grad_weight_overlap_plan(geometry: Geometry, dtype: str, index: str, multip
         _kernels.GRAD_WEIGHT_OVERLAP_SHARED,
     )  # fmt: skip
     count = math.prod(geometry.weight_shape4)
-    return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
+    return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors, "float")
 
 
 def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
@@ -2143,7 +2146,8 @@ def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
         return False
     multiprocessors = _multiprocessors()
     _run_split_reduction(
-        lambda index: _grad_weight_overlap_plan(geometry, dtype, index, multiprocessors, copy), (x4, gy4), (x4.size, gy4.size), grad
+        lambda index: _grad_weight_overlap_plan(geometry, dtype, index, multiprocessors, copy), (x4, gy4), (x4.size, gy4.size), grad,
+        numpy.float32,  # its partials are float sums: stored as floats, half the bytes of doubles, the same values
     )
     return True
 

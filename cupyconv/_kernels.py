@@ -1288,8 +1288,8 @@ def grad_bias_name(dtype: str) -> str:
     return f"grad_bias_partial<{CUDA_TYPE[dtype]}, {BIAS_THREADS}>"
 
 
-def sum_splits_name(dtype: str) -> str:
-    return f"sum_splits<{CUDA_TYPE[dtype]}>"
+def sum_splits_name(dtype: str, workspace: str = "double") -> str:
+    return f"sum_splits<{CUDA_TYPE[dtype]}, {workspace}>"
 
 
 def all_instantiations() -> List[Tuple[str, str]]:
@@ -1391,6 +1391,8 @@ def all_instantiations() -> List[Tuple[str, str]]:
             if dtype in PHASE_BACKWARD_DTYPES:
                 names.append(("phase_gather.cu", phase_gather_name(dtype, index)))
         names += [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]
+        if dtype in OVERLAP_DTYPES:  # grad_weight_overlap's float partials
+            names.append(("grad_weight.cu", sum_splits_name(dtype, "float")))
     return names
 
 

@@ -2434,8 +2434,9 @@ GRAD_WEIGHT_OVERLAP_CASES = [
 @pytest.mark.parametrize(("case", "copy"), GRAD_WEIGHT_OVERLAP_CASES, ids=[str(c) for c, _ in GRAD_WEIGHT_OVERLAP_CASES])
 def test_grad_weight_overlap(case, copy, mode, monkeypatch):
     """grad_weight_overlap (routed) against float64, within twice torch's
-    error (test_backward), with the copy size and the splits expected; and
-    bitwise the same on a second run."""
+    error (test_backward), with the copy size and the splits expected, its
+    float partials summed by sum_splits' float build; and bitwise the same
+    on a second run."""
     from cupyconv import _cuda
 
     if _cuda._compute_capability() != 90:
@@ -2445,6 +2446,8 @@ def test_grad_weight_overlap(case, copy, mode, monkeypatch):
     test_backward(case, mode)
     names = [name for name, _ in ran if name.startswith("grad_weight_overlap<")]
     assert names and all(name.endswith(f", {copy}>") for name in names), ran
+    float_sums = f"sum_splits<{_kernels.CUDA_TYPE[mode[0]]}, float>"  # (grad_bias's sums take the double build)
+    assert [name for name, _ in ran if name == float_sums] == [float_sums] * len(names), ran
     if case.name == "gwo_splits":  # 4 x 1 tiles (8 output channels x 256 input channels) and 128 items: 8 splits
         assert [blocks for name, blocks in ran if name.startswith("grad_weight_overlap<")] == [32]
     dtype = numpy_dtype(mode[0])

@@ -11,7 +11,8 @@
 // on every run.  On CUDA cores these reductions sum in double (compensated
 // double for double inputs; ReductionTraits), so they stay correctly rounded or
 // nearly so however long they are; on tensor cores each split sums in float.
-// The workspace is double.
+// The workspace is double, or float where every partial is a float sum
+// (grad_weight_overlap): sum_splits adds in double either way.
 #include "common.cuh"
 #include "mma.cuh"
 
@@ -261,15 +262,15 @@ __global__ void __launch_bounds__(THREADS) grad_bias_partial(
     if (threadIdx.x == 0) workspace[static_cast<long long>(split) * channels + channel] = to_double(partial[0]);
 }
 
-// out[i] = sum over s < splits of workspace[s * count + i], in order of s,
-// rounded once to T.
-template <typename T>
-__global__ void sum_splits(const double* __restrict__ workspace, T* __restrict__ out, long long count, int splits) {
+// out[i] = sum over s < splits of workspace[s * count + i], in order of s, in
+// double, rounded once to T.
+template <typename T, typename W>
+__global__ void sum_splits(const W* __restrict__ workspace, T* __restrict__ out, long long count, int splits) {
     typedef typename ValueTraits<T>::acc Acc;
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
         double sum = 0.0;
-        for (int s = 0; s < splits; ++s) sum += workspace[s * count + i];
+        for (int s = 0; s < splits; ++s) sum += static_cast<double>(workspace[s * count + i]);
         out[i] = ValueTraits<T>::from_acc(static_cast<Acc>(sum));
     }
 }

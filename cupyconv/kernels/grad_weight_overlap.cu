@@ -22,7 +22,8 @@
 // columns GWO_BN = 256 input channels (wgmma N), reduction over items of
 // GWO_P = 64 positions of one image, split across blocks: block (split, co
 // tile, ci tile) sums the items first .. first + per_split and writes its
-// tile as doubles to workspace[split]; sum_splits adds the splits in order
+// tile's float sums to workspace[split] as floats (half the bytes of
+// doubles, the same values); sum_splits adds the splits in order, in double
 // (bitwise repeatable).  Per item, into one of GWO_STAGES buffers:
 //   * x (B, K-major): 256 channel rows of 64 positions (128 bytes), 128-byte
 //     swizzled (chunk c of row ci at ci * 128 + 16 (c ^ ci % 8)), 16-byte
@@ -66,7 +67,7 @@ template <typename T, typename Index, int COPY>
 __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     const T* __restrict__ x,         // (batch, in_channels, in_w)
     const T* __restrict__ gy,        // (batch, out_channels, out_w)
-    double* __restrict__ workspace,  // (splits, in_channels, out_channels, kernel_w)
+    float* __restrict__ workspace,   // (splits, in_channels, out_channels, kernel_w)
     int batch, int in_channels, int out_channels, int in_w, int out_w, int kernel_w, int padding, int per_split, int co_tiles,
     int ci_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -201,7 +202,7 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
 
     // Accumulator 4 jj + 2 hh + e: row 16 w + g + 8 hh = (channel, j), column 8 jj + 2 t4 + e.
     const int lane = tid % 32, w = (tid / 32) % 4, g = lane / 4, t4 = lane % 4;
-    double* const out = workspace + static_cast<Index>(split) * in_channels * out_channels * kernel_w;
+    float* const out = workspace + static_cast<Index>(split) * in_channels * out_channels * kernel_w;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         const int row = 16 * w + g + 8 * hh;
@@ -213,7 +214,7 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
             for (int e = 0; e < 2; ++e) {
                 const int ci = ci0 + 8 * jj + 2 * t4 + e;
                 if (ci < in_channels)
-                    out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + tap] = static_cast<double>(acc[4 * jj + 2 * hh + e]);
+                    out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + tap] = acc[4 * jj + 2 * hh + e];
             }
     }
 #endif
