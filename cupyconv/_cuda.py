@@ -692,6 +692,73 @@ def _conv_tf32(source4, weight, bias, out4, geometry: Geometry, pass_name: str, 
     return True
 
 
+# conv_tf32_stream (conv_tf32.cu) takes the float32 forward passes in "tf32"
+# (passes 1) and "highest" (passes 3, float32-accurate 3xTF32) that fold into
+# one record (a stride that divides the kernel, dilation 1) with a fold of 2
+# to CONV_TF32_STREAM_MAX_FOLD and 2 taps a sub-phase, on compute capability
+# 9.0, where conv_wgmma_tf32's FOLD weight tile does not fit in shared
+# memory: X2, a vocoder's upsampling layer (512 channels x 2 taps x 128
+# columns of weight, 512 KB), whose conv_window (TF32) and conv_wgmma_x3
+# (3xTF32) it replaces.  False keeps it off; "anywhere" lifts the rule
+# (tests, comparisons).
+USE_CONV_TF32_STREAM = True
+
+
+@functools.lru_cache(maxsize=1024)
+def _conv_tf32_stream_plan(geometry: Geometry, index: str, passes: int, multiprocessors: int, max_shared: int):
+    """(conv_tf32_stream launch, packed weight's elements a pass, whether the
+    resident FOLD tile would fit), or None where it cannot run the forward
+    pass (not one folded record of a fold it takes, no build for its taps,
+    too little shared memory).  One block a multiprocessor, as
+    _conv_tf32_plan's."""
+    problem = _window_problem(geometry, "forward", "float32", row_unit=4)
+    if problem is None:
+        return None
+    flat, fold, red_channels, out_channels, source4, out4 = problem
+    if len(flat) != 9 or flat[4] != 1 or not 2 <= fold <= _kernels.CONV_TF32_STREAM_MAX_FOLD or fold & (fold - 1):
+        return None
+    layout = _kernels.conv_tf32_stream_layout(flat, passes)
+    if layout is None or layout[2] > max_shared:
+        return None
+    vectors, raw_row, shared = layout
+    # its copy offsets (a slice's rows) and source row indices are 32-bit
+    if _kernels.CONV_TF32_SLICE * source4[3] + 4 * vectors > _kernels.INT32_LIMIT or source4[0] * source4[1] > _kernels.INT32_LIMIT:
+        return None
+    count, out_base, out_step, in_base, _, tap_first, tap_step, taps, tap_in_step = flat
+    channels_padded = _kernels.window_channels_padded(red_channels, "float32")
+    kernel_w = _kernels.window_kernel_w(geometry, "forward")
+    packed = geometry.groups * kernel_w * out_channels * channels_padded
+    if 2 * packed > _kernels.INT32_LIMIT:  # its weight offsets are 32-bit
+        return None
+    co_tiles = -(-out_channels * fold // _kernels.CONV_TF32_STREAM_COLS[passes])
+    combos = geometry.groups * co_tiles
+    items = source4[0] * -(-count // _kernels.CONV_TF32_POSITIONS)
+    per_combo = max(1, min(items, multiprocessors // combos))
+    scalars = (
+        _i32(source4[0]), _i32(geometry.groups), _i32(red_channels), _i32(channels_padded), _i32(out_channels), _i32(source4[3]),
+        _i32(out4[3]), _i32(count), _i32(out_base), _i32(in_base), _i32(tap_in_step), _i32(vectors), _i32(raw_row), _i32(co_tiles),
+        _i32(per_combo), _i32(fold.bit_length() - 1), _i32(kernel_w), _i32(tap_first), _i32(tap_step), _i32(out_step), _i32(packed),
+    )  # fmt: skip
+    name = _kernels.conv_tf32_stream_name(index, taps, passes)
+    resident = _kernels.conv_tf32_layout(flat, red_channels)
+    resident_fits = resident is not None and resident[3] <= max_shared
+    return _Launch("conv_tf32.cu", name, _blocks_for(combos * per_combo), _kernels.WGMMA_THREADS, scalars, shared), packed, resident_fits
+
+
+def _conv_tf32_stream(x4, weight, bias, out4, geometry: Geometry, passes: int) -> bool:
+    """Runs the forward pass with conv_tf32_stream if the rule above sends it
+    there; False if not."""
+    if not USE_CONV_TF32_STREAM:
+        return False
+    index = _kernels.index_type(x4.size, out4.size)  # (the weight's offsets are 32-bit)
+    plan = _conv_tf32_stream_plan(geometry, index, passes, _multiprocessors(), _max_shared())
+    if plan is None or (plan[2] and USE_CONV_TF32_STREAM != "anywhere"):
+        return False
+    packed = _window_weight(weight, geometry, "forward", "float32", round_tf32=True, split=passes == 3)
+    _launch(plan[0], (x4, packed, bias, out4))
+    return True
+
+
 # conv_fold (perf notes v23) takes the 16-bit forward passes of stride 8 with
 # 9 to 16 taps, dilation 1 and one group on compute capability 9.0 (X2, a
 # vocoder's upsampling layer): one GEMM over (output channel, tap) rows and
@@ -855,13 +922,16 @@ def _wgmma_x3(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
 
 
 def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, passes: int = 1) -> bool:
-    """Runs the pass with conv_wgmma (see USE_WGMMA), conv_wgmma_x3 (passes
-    3, see USE_WGMMA_X3) or conv_window (float: TF32, or 3xTF32 with passes
-    3) if one applies; False if none does."""
+    """Runs the pass with conv_tf32_stream (see USE_CONV_TF32_STREAM),
+    conv_wgmma (see USE_WGMMA), conv_wgmma_x3 (passes 3, see USE_WGMMA_X3)
+    or conv_window (float: TF32, or 3xTF32 with passes 3) if one applies;
+    False if none does."""
     if out4.size < WINDOW_MIN_OUTPUT or source4.data.ptr % 16:
         return False
     rows = _gemm_rows(geometry, pass_name) * (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
     max_shared = _max_shared()
+    if dtype == "float32" and pass_name == "forward" and _compute_capability() == 90 and _conv_tf32_stream(source4, weight, bias, out4, geometry, passes):
+        return True
     if USE_WGMMA and passes == 1 and _compute_capability() == 90:
         if dtype == "float32" and _conv_tf32(source4, weight, bias, out4, geometry, pass_name, index):
             return True

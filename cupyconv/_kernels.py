@@ -369,6 +369,39 @@ def conv_tf32_layout(record: Tuple[int, ...], channels: int) -> Optional[Tuple[i
     return vectors, raw_row, blocks, shared
 
 
+# conv_tf32_stream (conv_tf32.cu): conv_wgmma_tf32's FOLD GEMM with the
+# weight streamed beside the window, for folds whose weight tile does not fit
+# (X2), in TF32 or 3xTF32 (passes).  Its builds, by tap count a sub-phase;
+# its GEMM columns a block by passes (cs_cols); its stages in flight
+# (CONV_TF32_STREAM_BUFFERS buffers of one slice's weight tiles, (3xTF32:
+# hi and lo) x taps of columns x CONV_TF32_STREAM_LINE bytes, and window); the
+# folds its epilogue takes.
+CONV_TF32_STREAM_TAPS = (2,)
+CONV_TF32_STREAM_COLS = {1: 256, 3: 128}
+CONV_TF32_STREAM_BUFFERS = 4
+CONV_TF32_STREAM_LINE = CONV_TF32_SLICE * 4
+CONV_TF32_STREAM_MAX_FOLD = 64
+
+
+def conv_tf32_stream_name(index: str, taps: int, passes: int) -> str:
+    return f"conv_tf32_stream<{index}, {taps}, {passes}>"
+
+
+def conv_tf32_stream_layout(record: Tuple[int, ...], passes: int) -> Optional[Tuple[int, int, int]]:
+    """(window_vectors, raw_row, shared-memory bytes) of conv_tf32_stream for
+    one folded record, or None where it has no build for its taps: the bias
+    tile (a float a column), then the buffers, each a slice's weight tiles
+    and its raw window (as conv_tf32_layout's)."""
+    taps = record[7]
+    layout = conv_tf32_layout(record, 1) if taps in CONV_TF32_STREAM_TAPS else None
+    if layout is None:
+        return None
+    vectors, raw_row = layout[:2]
+    cols = CONV_TF32_STREAM_COLS[passes]
+    buffer = (2 if passes == 3 else 1) * taps * cols * CONV_TF32_STREAM_LINE + CONV_TF32_SLICE * raw_row * 4
+    return vectors, raw_row, cols * 4 + CONV_TF32_STREAM_BUFFERS * buffer
+
+
 # conv_wgmma_resident's fill (perf notes v17): a forward pass of stride
 # FILL_STEP whose dilation is a multiple of it has every tap on one phase and
 # the others bias only (P4).  The kernel then runs that phase alone, as a
@@ -1309,6 +1342,8 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     names += [("conv_window.cu", window_name(dtype, index, t, passes)) for t in WINDOW_TUNE_TILES]
                     if passes == WINDOW_FILL_PASSES:
                         names += [("conv_window.cu", window_name(dtype, index, t, passes, True)) for t in WINDOW_TUNE_TILES]
+                    if dtype == "float32":
+                        names += [("conv_tf32.cu", conv_tf32_stream_name(index, taps, passes)) for taps in CONV_TF32_STREAM_TAPS]
                     if passes == 3:
                         names += [("conv_wgmma.cu", wgmma_x3_name(index, t, copy)) for t in WGMMA_TILES for copy in RESIDENT_COPY_BYTES]
                     if passes == 1:

@@ -946,6 +946,84 @@ def test_conv_tf32_fold_rule(monkeypatch):
     assert len(ran) == 2  # (P4's fold of 2 is not among them)
 
 
+# conv_tf32_stream: float32 forward passes in "tf32" and "highest" that fold
+# into one record with 2 taps a sub-phase (kernel = 2 x stride), with sums of
+# at least TF32X3_MIN_PRODUCTS products (64 channels a group or more), so that
+# "highest" takes 3xTF32 by the default rule.  An X2-like fold of 8 with a
+# channel tail in the slices and a partial second tile of (channel,
+# sub-phase) columns, a fold of 2 (unbatched, output padding, source rows of
+# odd width, one channel past the slices), groups with a fold of 4 and no
+# bias, a fold of 64 (two channels a tile), an odd padding (every output
+# pair misaligned: single stores) and a column tail in the last item.
+CONV_TF32_STREAM_CASES = [
+    Case("cts_x2like", 1, 2, 72, 20, (16,), (300,), stride=8, padding=4),
+    Case("cts_f2_unbatched", 1, None, 65, 70, (4,), (333,), stride=2, padding=1, output_padding=1),
+    Case("cts_f4_g2", 1, 2, 144, 50, (8,), (500,), stride=4, padding=3, groups=2, bias=False),
+    Case("cts_f64", 1, 2, 80, 3, (128,), (40,), stride=64, padding=10),
+    Case("cts_odd_pad", 1, 3, 80, 16, (16,), (257,), stride=8, padding=3),
+]
+
+
+def _spy_conv_tf32_stream(monkeypatch, multiprocessors=None):
+    """The names of the kernels a call launches, conv_tf32_stream's rule
+    lifted (any channel count: the resident FOLD tile would fit these)."""
+    from cupyconv import _cuda
+
+    _spy(monkeypatch, "_conv_tf32_stream", lambda args: None)
+    monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 128)  # the default rule (_spy lowers it)
+    monkeypatch.setattr(_cuda, "USE_CONV_TF32_STREAM", "anywhere")
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    names, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    return names
+
+
+@pytest.mark.parametrize("multiprocessors", [None, 3])
+@pytest.mark.parametrize("precision", ["tf32", "highest"])
+@pytest.mark.parametrize("case", CONV_TF32_STREAM_CASES, ids=str)
+def test_conv_tf32_stream(case, precision, multiprocessors, monkeypatch):
+    """conv_tf32_stream's forward pass in "tf32" (TF32) and "highest"
+    (3xTF32) against float64, with the usual tolerances, in poisoned memory:
+    the kernel ran, the build of the mode's passes (on Hopper)."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    names = _spy_conv_tf32_stream(monkeypatch, multiprocessors)
+    test_forward(case, ("float32", precision))
+    ours = [n for n in names if n.startswith("conv_tf32_stream")]
+    assert ours == [_kernels.conv_tf32_stream_name("int", 2, 1 if precision == "tf32" else 3)], names
+
+
+@pytest.mark.parametrize("precision", ["tf32", "highest"])
+def test_conv_tf32_stream_64_bit_index(precision, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    names = _spy_conv_tf32_stream(monkeypatch, 3)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(CONV_TF32_STREAM_CASES[0], ("float32", precision))
+    assert [n for n in names if n.startswith("conv_tf32_stream")] == [_kernels.conv_tf32_stream_name("long long", 2, 1 if precision == "tf32" else 3)]
+
+
+def test_conv_tf32_stream_rule(monkeypatch):
+    """By default conv_tf32_stream takes the folds whose resident FOLD tile
+    does not fit (256 channels x 2 taps: X2-like), in both float32 tensor-core
+    modes, and leaves those whose tile fits (64 channels) and 16-bit types
+    to the other kernels; the result against float64 either way."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    from cupyconv import _cuda
+
+    ran = _spy(monkeypatch, "_conv_tf32_stream", lambda args: args[4].in_channels)
+    monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 128)
+    wide = Case("cts_wide", 1, 1, 256, 16, (16,), (200,), stride=8, padding=4)
+    narrow = Case("cts_narrow", 1, 1, 64, 16, (16,), (200,), stride=8, padding=4)
+    for case in (wide, narrow):
+        for mode in (("float32", "tf32"), ("float32", "highest"), ("float16", "highest")):
+            test_forward(case, mode)
+    assert ran == [256, 256]
+    assert _cuda.USE_CONV_TF32_STREAM is True
+
+
 def test_conv_tf32_is_not_for_other_problems(monkeypatch):
     """conv_wgmma_tf32 declines what it has no build or record for: float32
     "highest", 16-bit types, strided passes that do not fold (a stride that

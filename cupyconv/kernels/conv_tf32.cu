@@ -106,6 +106,102 @@ struct ConvTf32Stage {
 // channels + ...): the misalignment of the row's first window position, in
 // floats, from arithmetic modulo 4 (lo may be negative).
 __device__ __forceinline__ int ct_misalignment(int row, int src_w, int lo) { return ((row & 3) * (src_w & 3) + lo) & 3; }
+
+// One thread's window copies, the same every stage: vector u of slice row k,
+// u * 4 + k * src_w floats from the slice's first row's window start (the
+// host keeps CT_SLICE * src_w in 32 bits).
+struct CtWindowCopies {
+    int row[CT_MAX_TASKS], vector[CT_MAX_TASKS], offset[CT_MAX_TASKS];
+    __device__ __forceinline__ CtWindowCopies(int tid, int window_vectors, int src_w) {
+#pragma unroll
+        for (int i = 0; i < CT_MAX_TASKS; ++i) {
+            const int task = tid + i * CT_THREADS;
+            row[i] = task < CT_SLICE * window_vectors ? task / window_vectors : -1;
+            vector[i] = task % window_vectors;
+            offset[i] = row[i] * src_w + 4 * vector[i];
+        }
+    }
+    // The window of channels ci0 .. ci0 + CT_SLICE - 1 of source row group `image_group` (n * groups +
+    // group) from position lo into `raw` (the caller commits).  Row k's window starts at global float
+    // row * src_w + lo, misaligned by mis = that % 4: its vectors are read from there - mis.
+    template <typename Index>
+    __device__ __forceinline__ void load(unsigned char* raw, const float* source, int image_group, int channels, int ci0, int lo,
+                                         int src_w, int window_vectors, int raw_row) const {
+        const Index base = (static_cast<Index>(image_group) * channels + ci0) * src_w + lo;
+        // every vector of every row inside its row (p0 >= lo - 3 >= 0, p0 + 4 <= lo + 4 window_vectors)
+        const bool inside = lo >= 3 && lo + 4 * window_vectors <= src_w && ci0 + CT_SLICE <= channels;
+#pragma unroll
+        for (int i = 0; i < CT_MAX_TASKS; ++i) {
+            if (row[i] < 0) continue;
+            const Index at_vector = base + offset[i];
+            const int mis = static_cast<int>(at_vector) & 3;
+            const float* const src = source + (at_vector - mis);
+            unsigned char* const dst = raw + row[i] * raw_row * 4 + vector[i] * 16;
+            if (inside) {
+                cp_async16(dst, src, true);
+            } else {
+                // floats of the row read: none outside it; a vector past its end reads what is inside and
+                // zeros the rest; one over its start reads the previous row's floats, zeroed by prepare
+                const int p0 = lo - mis + 4 * vector[i];  // the vector's first position in its row
+                const int inside_floats = ci0 + row[i] < channels ? max(0, min(4, src_w - p0)) : 0;
+                const int bytes = p0 + 4 > 0 ? 4 * inside_floats : 0;
+                cp_async16_partial(dst, bytes ? src : source, bytes);
+            }
+        }
+    }
+    // Once this thread's copies are here: (ROUND) rounded to TF32 in place, and the floats before the
+    // row's start zeroed.  row0: the global row index of the slice's first channel.
+    template <bool ROUND>
+    __device__ __forceinline__ void prepare(unsigned char* raw, int row0, int lo, int src_w, int raw_row) const {
+        if (!ROUND && lo >= 3) return;  // nothing before a row's start
+#pragma unroll
+        for (int i = 0; i < CT_MAX_TASKS; ++i) {
+            if (row[i] < 0) continue;
+            float4* const dst = reinterpret_cast<float4*>(raw + row[i] * raw_row * 4 + vector[i] * 16);
+            float4 v = *dst;
+            // the vector's first position (lo >= 3: none before the row's start)
+            const int p0 = lo >= 3 ? 0 : lo - ct_misalignment(row0 + row[i], src_w, lo) + 4 * vector[i];
+            v.x = p0 >= 0 ? (ROUND ? __uint_as_float(to_tf32(v.x)) : v.x) : 0.0f;
+            v.y = p0 + 1 >= 0 ? (ROUND ? __uint_as_float(to_tf32(v.y)) : v.y) : 0.0f;
+            v.z = p0 + 2 >= 0 ? (ROUND ? __uint_as_float(to_tf32(v.z)) : v.z) : 0.0f;
+            if (ROUND) v.w = __uint_as_float(to_tf32(v.w));  // p0 + 3 >= 0: a vector wholly before the row was not read (zeros)
+            *dst = v;
+        }
+    }
+};
+
+// An item's sums (plus the bias) where the fold is below the tile's N
+// columns (CT_ROWS, or conv_tf32_stream's): GEMM columns m and m + 1 (m
+// even) are sub-phases r and r + 1 of one channel,
+// outputs o and o + 1 of column c, one 8-byte store where both lie inside the
+// output and are aligned.  c_first: this thread's first column (and c_first +
+// 8); out_row0: the item's (image, group) first output row.
+template <typename Index, int N = CT_ROWS>
+__device__ __forceinline__ void ct_store_fold_pairs(const float (&acc)[N / 2], const float* bias_tile, float* out, Index out_row0, int co_tile,
+                                                    int rows, int fold_shift, int c_first, int q_end, int out_base, int out_step, int out_w,
+                                                    int t4) {
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+        const int co = 8 * j + 2 * t4, m = co_tile * N + co;
+        if (m >= rows) continue;
+        const int r = m & ((1 << fold_shift) - 1);
+        const float b = bias_tile[co];
+        float* const channel = out + (out_row0 + (m >> fold_shift)) * static_cast<Index>(out_w);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int c = c_first + 8 * h;
+            const int o = out_base + c * out_step + r;
+            if (c >= q_end || o + 1 < 0 || o >= out_w) continue;
+            const float v0 = acc[4 * j + 2 * h] + b, v1 = acc[4 * j + 2 * h + 1] + b;
+            if (o >= 0 && o + 1 < out_w && (reinterpret_cast<unsigned long long>(channel + o) & 7) == 0) {
+                *reinterpret_cast<float2*>(channel + o) = make_float2(v0, v1);
+            } else {
+                if (o >= 0) channel[o] = v0;
+                if (o + 1 < out_w) channel[o + 1] = v1;
+            }
+        }
+    }
+}
 #endif
 
 template <typename Index, int TAPS, bool FOLD = false>
@@ -175,63 +271,16 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
         cp_async_commit();
     }
 
-    // This thread's window copy tasks, the same every stage: vector u of slice row k, u * 4 + k * src_w
-    // floats from the slice's first row's window start (the host keeps CT_SLICE * src_w in 32 bits).
-    int task_row[CT_MAX_TASKS], task_vector[CT_MAX_TASKS], task_offset[CT_MAX_TASKS];
-#pragma unroll
-    for (int i = 0; i < CT_MAX_TASKS; ++i) {
-        const int task = tid + i * CT_THREADS;
-        task_row[i] = task < CT_SLICE * window_vectors ? task / window_vectors : -1;
-        task_vector[i] = task % window_vectors;
-        task_offset[i] = task_row[i] * src_w + 4 * task_vector[i];
-    }
-
-    // Stage s's window into raw buffer s % CT_BUFFERS (the caller commits).  Row k's window starts at
-    // global float row * src_w + lo, misaligned by mis = that % 4: its vectors are read from there - mis.
+    const CtWindowCopies copies(tid, window_vectors, src_w);
+    // Stage s's window into raw buffer s % CT_BUFFERS (the caller commits).
     auto load = [&](const ConvTf32Stage& at, int s) {
-        unsigned char* const raw = raw_base + (s % CT_BUFFERS) * raw_bytes;
-        const int lo = in_base + at.c0 + lo_offset;
-        const int ci0 = at.slice * CT_SLICE;
-        const Index base = (static_cast<Index>(at.n * groups + group) * channels + ci0) * src_w + lo;
-        // every vector of every row inside its row (p0 >= lo - 3 >= 0, p0 + 4 <= lo + 4 window_vectors)
-        const bool inside = lo >= 3 && lo + 4 * window_vectors <= src_w && ci0 + CT_SLICE <= channels;
-#pragma unroll
-        for (int i = 0; i < CT_MAX_TASKS; ++i) {
-            if (task_row[i] < 0) continue;
-            const Index at_vector = base + task_offset[i];
-            const int mis = static_cast<int>(at_vector) & 3;
-            const float* const src = source + (at_vector - mis);
-            unsigned char* const dst = raw + task_row[i] * raw_row * 4 + task_vector[i] * 16;
-            if (inside) {
-                cp_async16(dst, src, true);
-            } else {
-                // floats of the row read: none outside it; a vector past its end reads what is inside and
-                // zeros the rest; one over its start reads the previous row's floats, zeroed by prepare
-                const int p0 = lo - mis + 4 * task_vector[i];  // the vector's first position in its row
-                const int inside_floats = ci0 + task_row[i] < channels ? max(0, min(4, src_w - p0)) : 0;
-                const int bytes = p0 + 4 > 0 ? 4 * inside_floats : 0;
-                cp_async16_partial(dst, bytes ? src : source, bytes);
-            }
-        }
+        copies.load<Index>(raw_base + (s % CT_BUFFERS) * raw_bytes, source, at.n * groups + group, channels, at.slice * CT_SLICE,
+                           in_base + at.c0 + lo_offset, src_w, window_vectors, raw_row);
     };
     // Once this thread's copies of stage s are here: rounded to TF32 in place, the floats before the row's start zeroed.
     auto prepare = [&](const ConvTf32Stage& at, int s) {
-        unsigned char* const raw = raw_base + (s % CT_BUFFERS) * raw_bytes;
-        const int lo = in_base + at.c0 + lo_offset;
-        const int row0 = (at.n * groups + group) * channels + at.slice * CT_SLICE;
-#pragma unroll
-        for (int i = 0; i < CT_MAX_TASKS; ++i) {
-            if (task_row[i] < 0) continue;
-            float4* const dst = reinterpret_cast<float4*>(raw + task_row[i] * raw_row * 4 + task_vector[i] * 16);
-            float4 v = *dst;
-            // the vector's first position (lo >= 3: none before the row's start)
-            const int p0 = lo >= 3 ? 0 : lo - ct_misalignment(row0 + task_row[i], src_w, lo) + 4 * task_vector[i];
-            v.x = p0 >= 0 ? __uint_as_float(to_tf32(v.x)) : 0.0f;
-            v.y = p0 + 1 >= 0 ? __uint_as_float(to_tf32(v.y)) : 0.0f;
-            v.z = p0 + 2 >= 0 ? __uint_as_float(to_tf32(v.z)) : 0.0f;
-            v.w = __uint_as_float(to_tf32(v.w));  // p0 + 3 >= 0: a vector wholly before the row was not read (zeros)
-            *dst = v;
-        }
+        copies.prepare<true>(raw_base + (s % CT_BUFFERS) * raw_bytes, (at.n * groups + group) * channels + at.slice * CT_SLICE,
+                             in_base + at.c0 + lo_offset, src_w, raw_row);
     };
 
     float acc[64];
@@ -330,28 +379,7 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
                         }
                     }
                 } else {
-                    // columns m and m + 1 (m even) are sub-phases r and r + 1 of one channel: outputs o and o + 1
-#pragma unroll
-                    for (int j = 0; j < 16; ++j) {
-                        const int co = 8 * j + 2 * t4, m = co_tile * CT_ROWS + co;
-                        if (m >= rows) continue;
-                        const int r = m & ((1 << fold_shift) - 1);
-                        const float b = bias_tile[co];
-                        float* const channel = out + (out_row0 + (m >> fold_shift)) * static_cast<Index>(out_w);
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            const int c = c_first + 8 * h;
-                            const int o = out_base + c * out_step + r;
-                            if (c >= q_end || o + 1 < 0 || o >= out_w) continue;
-                            const float v0 = acc[4 * j + 2 * h] + b, v1 = acc[4 * j + 2 * h + 1] + b;
-                            if (o >= 0 && o + 1 < out_w && (reinterpret_cast<unsigned long long>(channel + o) & 7) == 0) {
-                                *reinterpret_cast<float2*>(channel + o) = make_float2(v0, v1);
-                            } else {
-                                if (o >= 0) channel[o] = v0;
-                                if (o + 1 < out_w) channel[o + 1] = v1;
-                            }
-                        }
-                    }
+                    ct_store_fold_pairs<Index>(acc, bias_tile, out, out_row0, co_tile, rows, fold_shift, c_first, q_end, out_base, out_step, out_w, t4);
                 }
             } else {
                 // output channel co_tile * CT_ROWS + 8 j + 2 t4 + e, column c: rows 8 apart a step of j
@@ -384,6 +412,278 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
     }
     if (s < stages) stage(frag[0], s);
     wgmma_wait<0>();  // (the last stage's epilogue waited: this tells ptxas no MMA is left in flight)
+    cp_async_wait_all();
+#endif
+}
+
+// conv_tf32_stream: conv_wgmma_tf32's FOLD GEMM with the weight streamed
+// through shared memory beside the window, for folds whose weight tile does
+// not fit (X2: 512 channels x 2 taps x 128 columns would be 512 KB), in TF32
+// (PASSES 1) or float32-accurate 3xTF32 (PASSES 3).
+//
+// The GEMM is conv_wgmma_tf32's for a fold below its tile: rows the columns c
+// of the folded record (CT_POSITIONS an item, 64 a warpgroup), columns the
+// (output channel, sub-phase) pairs (COLS = cs_cols<PASSES>() a block;
+// fold_shift: a fold of 2 to 64, a power of two), the reduction TAPS taps x
+// the source channels.  A stage is one CT_SLICE-channel slice of an item: its
+// window (as conv_wgmma_tf32's raw buffers) and its weight, (PASSES 3: 2) x
+// TAPS tiles of COLS rows x CT_SLICE channels (a 64-byte line), K-major in
+// 64-byte swizzled atoms of 8 rows (wgmma_descriptor_swizzle64), by
+// cp.async, CS_AHEAD stages ahead in CS_BUFFERS buffers.  Unswizzled (core
+// matrices of 8 rows x 16 bytes) the same kernel took 2.80 ms on X2 "tf32"
+// against 1.98 and 5.07 against 3.44 in 3xTF32: the tensor cores' reads of
+// it conflict (perf notes v39).  The weight comes from the packed weight
+// (PASSES 3: hi, then lo at split_offset floats, pack_window_weight's
+// SPLIT), whose offsets are 32-bit (the host declines a larger one).
+//
+// Per stage and warpgroup: TAPS x 2 k-steps of wgmma.m64nCOLSk8 with the
+// window fragments as A (conv_wgmma_tf32's loads; PASSES 3 splits each
+// element into hi and lo as it loads).  PASSES 1 adds into the item's sum
+// (scale-d 0 on its first MMA), stage after stage: a stage's MMAs are waited
+// for (wait_group 1) only after the next stage's issue.  PASSES 3 takes each
+// stage's lo_a hi_b + hi_a lo_b + hi_a hi_b into a fresh accumulator and adds
+// it to the sum with FADDs once its MMAs are done (the tensor core truncates
+// as it adds: MmaOp<float, 3>), while the next stage's fragments load.  The
+// order of a stage s:
+//   MMAs(s); [PASSES 1: wait for MMAs(s - 1)]; wait for stage s + 1's copies,
+//   prepare them, fence.proxy.async, barrier; copies of stage s + 1 +
+//   CS_AHEAD into the buffer of stage s - 1; fragments of stage s + 1;
+//   [PASSES 3: wait for MMAs(s), add them]; at an item's end its stores.
+// After the barrier every warpgroup is done with stage s - 1's MMAs, so its
+// buffer is free; stage s's buffer (its MMAs) and stage s + 1's (its
+// fragments) are the two besides the CS_AHEAD in flight.
+//
+// The epilogue is conv_wgmma_tf32's for folds below the tile
+// (ct_store_fold_pairs).  Requirements checked by the host: compute
+// capability 9.0, a 16-byte-aligned source, conv_tf32_stream_layout's shared
+// memory, a fold of 2 to 64 (a power of two), TAPS taps a sub-phase.
+constexpr int CS_AHEAD = 2;
+constexpr int CS_BUFFERS = CS_AHEAD + 2;
+constexpr int CS_LINE = CT_SLICE * 4;  // a weight row of a stage: 64 bytes
+// GEMM columns a block: 256 in TF32 (half the fragment loads, window copies and
+// barriers per MMA of 128), 128 in 3xTF32 (its fresh accumulator beside the sum).
+template <int PASSES>
+__host__ __device__ constexpr int cs_cols() { return PASSES == 1 ? 256 : 128; }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// D (64 x N) = A (registers) B + (D if accumulate), TF32, N 128 or 256.
+template <int N>
+__device__ __forceinline__ void cs_wgmma(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b, int accumulate) {
+    if constexpr (N == 256) {
+        wgmma_m64n256k8_tf32_rs(d, a, b, accumulate);
+    } else {
+        wgmma_m64n128k8_tf32_rs(d, a, b, accumulate);
+    }
+}
+
+template <int TAPS, int PASSES>
+struct CsFragments {
+    unsigned hi[TAPS][CT_KSTEPS][4];
+    unsigned lo[TAPS][CT_KSTEPS][PASSES == 3 ? 4 : 1];
+};
+#endif
+
+template <typename Index, int TAPS, int PASSES>
+__global__ void __launch_bounds__(CT_THREADS, 1) conv_tf32_stream(
+    const float* __restrict__ source,   // (batch, groups * channels, src_w)
+    const float* __restrict__ weight,   // (PASSES, groups, kernel_w, out_channels, channels_padded), TF32-rounded
+    const float* __restrict__ bias,     // (groups * out_channels) or null
+    float* __restrict__ out,            // (batch, groups * out_channels, out_w)
+    int batch, int groups, int channels, int channels_padded, int out_channels, int src_w, int out_w,
+    int count, int out_base, int in_base, int tap_in_step,
+    int window_vectors, int raw_row, int co_tiles, int per_combo,
+    int fold_shift, int kernel_w, int tap_first, int tap_step, int out_step, int split_offset) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(PASSES == 1 || PASSES == 3, "TF32 or 3xTF32");
+    constexpr int COLS = cs_cols<PASSES>(), TILE = COLS * CS_LINE, H = COLS / 64;
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const int tid = threadIdx.x;
+    const int warpgroup = tid / 128;
+    const int lane = tid % 32, w = (tid / 32) % 4;
+    const int g = lane / 4, t4 = lane % 4;
+
+    const int combo = blockIdx.x / per_combo, share = blockIdx.x % per_combo;
+    const int co_tile = combo % co_tiles, group = combo / co_tiles;
+    const int rows = out_channels << fold_shift;
+    const int col_tiles = max(1, (count + CT_POSITIONS - 1) / CT_POSITIONS);
+    const int items = count > 0 ? batch * col_tiles : 0;
+    const int slices = (channels + CT_SLICE - 1) / CT_SLICE;
+    const int my_items = share < items ? (items - share + per_combo - 1) / per_combo : 0;
+    const int stages = my_items * slices;
+    const int lo_offset = min(0, (TAPS - 1) * tap_in_step);  // lo = in_base + c0 + lo_offset
+
+    float* const bias_tile = reinterpret_cast<float*>(smem);
+    unsigned char* const buffers = smem + COLS * 4;
+    const int weight_bytes = (PASSES == 3 ? 2 : 1) * TAPS * TILE;  // a buffer's weight (hi, PASSES 3 lo), then its window
+    const int buffer_bytes = weight_bytes + CT_SLICE * raw_row * 4;
+
+    for (int co = tid; co < COLS; co += CT_THREADS) {
+        const int m = co_tile * COLS + co;
+        bias_tile[co] = bias != nullptr && m < rows ? bias[group * out_channels + (m >> fold_shift)] : 0.0f;
+    }
+
+    // This thread's weight copies: chunk kc = tid % 4 of rows tid / 4 + 64 h (h < H) of every (pass, tap)
+    // tile.  Rows 64 apart are 64 >> fold_shift channels apart with the same sub-phase, so every copy is
+    // one offset plus multiples of constants; `valid` bit H t + h: the row exists and its tap is inside
+    // the kernel.
+    const int kc = tid % 4, row_a = tid / 4;
+    int weight_offset;  // (the host keeps PASSES x the packed weight in 32 bits)
+    unsigned valid = 0;
+    {
+        const int m = co_tile * COLS + row_a;
+        const int r = m & ((1 << fold_shift) - 1);
+        weight_offset = ((group * kernel_w + tap_first + r) * out_channels + (m >> fold_shift)) * channels_padded + kc * 4;
+#pragma unroll
+        for (int t = 0; t < TAPS; ++t)
+#pragma unroll
+            for (int h = 0; h < H; ++h)
+                if (m + 64 * h < rows && tap_first + r + t * tap_step < kernel_w) valid |= 1u << (H * t + h);
+    }
+    const int tap_stride = tap_step * out_channels * channels_padded;
+    const int half_stride = (64 >> fold_shift) * channels_padded;
+    const unsigned weight_dst = row_a / 8 * 512 + row_a % 8 * 64 + ((kc ^ (row_a >> 1 & 3)) * 16);  // its line in its atom, chunk kc swizzled
+
+    const CtWindowCopies copies(tid, window_vectors, src_w);
+    // Stage s's window and weight into buffer s % CS_BUFFERS (the caller commits).
+    auto load = [&](const ConvTf32Stage& at, int s) {
+        unsigned char* const buffer = buffers + (s % CS_BUFFERS) * buffer_bytes;
+        const int ci0 = at.slice * CT_SLICE;
+        const bool chunk_in = ci0 + kc * 4 < channels_padded;
+#pragma unroll
+        for (int p = 0; p < PASSES; p += 2)  // passes 0 and (PASSES 3) 2: hi and lo
+#pragma unroll
+            for (int t = 0; t < TAPS; ++t)
+#pragma unroll
+                for (int h = 0; h < H; ++h) {
+                    const bool in = chunk_in && (valid >> (H * t + h) & 1);
+                    const float* const src = weight + (weight_offset + (p ? split_offset : 0) + t * tap_stride + h * half_stride + ci0);
+                    cp_async16(buffer + ((p / 2) * TAPS + t) * TILE + h * 64 * CS_LINE + weight_dst, in ? src : weight, in);
+                }
+        copies.load<Index>(buffer + weight_bytes, source, at.n * groups + group, channels, ci0, in_base + at.c0 + lo_offset, src_w,
+                           window_vectors, raw_row);
+    };
+    auto prepare = [&](const ConvTf32Stage& at, int s) {
+        copies.prepare<PASSES == 1>(buffers + (s % CS_BUFFERS) * buffer_bytes + weight_bytes,
+                                    (at.n * groups + group) * channels + at.slice * CT_SLICE, in_base + at.c0 + lo_offset, src_w, raw_row);
+    };
+    const int fragment_column = 64 * warpgroup + 16 * w + g;
+    int mis = 0;  // this thread's fragment rows' misalignment in the item (slices start at multiples of 4 channels)
+    // Stage `at` (number s)'s fragments into `f`.
+    auto fragments = [&](CsFragments<TAPS, PASSES>& f, const ConvTf32Stage& at, int s) {
+        const int lo = in_base + at.c0 + lo_offset;
+        if (at.slice == 0) mis = ct_misalignment((at.n * groups + group) * channels + t4, src_w, lo);
+        const float* const window =
+            reinterpret_cast<const float*>(buffers + (s % CS_BUFFERS) * buffer_bytes + weight_bytes) + t4 * raw_row + fragment_column + mis;
+#pragma unroll
+        for (int t = 0; t < TAPS; ++t) {
+            const float* const tap = window + t * tap_in_step - lo_offset;
+#pragma unroll
+            for (int k = 0; k < CT_KSTEPS; ++k) {
+                const float* const src = tap + 8 * k * raw_row;
+                const float v[4] = {src[0], src[8], src[4 * raw_row], src[4 * raw_row + 8]};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    if constexpr (PASSES == 1) {
+                        f.hi[t][k][e] = __float_as_uint(v[e]);  // rounded by prepare
+                    } else {
+                        f.hi[t][k][e] = to_tf32(v[e]);
+                        f.lo[t][k][e] = to_tf32(v[e] - __uint_as_float(f.hi[t][k][e]));
+                    }
+                }
+            }
+        }
+    };
+
+    float acc[COLS / 2];
+#pragma unroll
+    for (int i = 0; i < COLS / 2; ++i) acc[i] = 0.0f;
+    float part[PASSES == 3 ? COLS / 2 : 1];
+    CsFragments<TAPS, PASSES> frag[2];
+
+    ConvTf32Stage produce, consume;
+    produce.start(share, col_tiles, 0);
+    consume = produce;
+#pragma unroll
+    for (int s = 0; s < CS_AHEAD; ++s) {
+        if (s < stages) load(produce, s);
+        cp_async_commit();
+        produce.advance(slices, per_combo, col_tiles, 0);
+    }
+    const unsigned buffer_address = shared_address(buffers);
+    // Stage 0's copies, its fragments.
+    cp_async_wait_group<CS_AHEAD - 1>();
+    if (stages > 0) prepare(consume, 0);
+    fence_proxy_async();
+    __syncthreads();  // (and the bias tile)
+    if (CS_AHEAD < stages) load(produce, CS_AHEAD);
+    cp_async_commit();
+    produce.advance(slices, per_combo, col_tiles, 0);
+    if (stages > 0) fragments(frag[0], consume, 0);
+
+    // Stage s, whose fragments are in `f` and the next stage's go to `next` (named by the caller: registers).
+    auto stage = [&](CsFragments<TAPS, PASSES>& f, CsFragments<TAPS, PASSES>& next, int s) {
+        const unsigned weight_address = buffer_address + (s % CS_BUFFERS) * buffer_bytes;
+        wgmma_fence();
+#pragma unroll
+        for (int t = 0; t < TAPS; ++t)
+#pragma unroll
+            for (int k = 0; k < CT_KSTEPS; ++k) {
+                const unsigned long long hi_b = wgmma_descriptor_swizzle64(weight_address + t * TILE + k * 32, 512);
+                if constexpr (PASSES == 1) {
+                    cs_wgmma<COLS>(acc, f.hi[t][k], hi_b, consume.slice > 0 || t > 0 || k > 0);
+                } else {
+                    const unsigned long long lo_b = wgmma_descriptor_swizzle64(weight_address + (TAPS + t) * TILE + k * 32, 512);
+                    cs_wgmma<COLS>(part, f.lo[t][k], hi_b, t > 0 || k > 0);
+                    cs_wgmma<COLS>(part, f.hi[t][k], lo_b, 1);
+                    cs_wgmma<COLS>(part, f.hi[t][k], hi_b, 1);
+                }
+            }
+        wgmma_commit();
+        if constexpr (PASSES == 1) wgmma_wait<1>();  // stage s - 1's MMAs (its buffer, `next`'s registers)
+
+        ConvTf32Stage upcoming = consume;
+        upcoming.advance(slices, per_combo, col_tiles, 0);
+        if (s + 1 < stages) {
+            cp_async_wait_group<CS_AHEAD - 1>();  // stage s + 1's copies (later ones may not be here)
+            prepare(upcoming, s + 1);
+            fence_proxy_async();  // (its weight, written by cp.async, read by the tensor cores)
+        }
+        __syncthreads();  // stage s + 1 ready for every thread; stage s - 1's buffer free
+        if (s + 1 + CS_AHEAD < stages) load(produce, s + 1 + CS_AHEAD);
+        cp_async_commit();
+        produce.advance(slices, per_combo, col_tiles, 0);
+        if (s + 1 < stages) fragments(next, upcoming, s + 1);
+
+        const bool item_end = consume.slice == slices - 1;
+        if constexpr (PASSES == 3) {
+            wgmma_wait<0>();
+            pin(part);
+#pragma unroll
+            for (int i = 0; i < COLS / 2; ++i) acc[i] += part[i];
+        }
+        if (item_end) {
+            if constexpr (PASSES == 1) {
+                wgmma_wait<0>();
+                pin(acc);
+            }
+            const Index out_row0 = (static_cast<Index>(consume.n) * groups + group) * out_channels;
+            ct_store_fold_pairs<Index, COLS>(acc, bias_tile, out, out_row0, co_tile, rows, fold_shift, consume.c0 + fragment_column, count,
+                                             out_base, out_step, out_w, t4);
+            if constexpr (PASSES == 3) {
+#pragma unroll
+                for (int i = 0; i < COLS / 2; ++i) acc[i] = 0.0f;
+            }
+        }
+        consume = upcoming;
+    };
+    // In pairs, so that each stage's fragment registers are fixed (registers, not local memory).
+    int s = 0;
+    for (; s + 1 < stages; s += 2) {
+        stage(frag[0], frag[1], s);
+        stage(frag[1], frag[0], s + 1);
+    }
+    if (s < stages) stage(frag[0], frag[1], s);
+    wgmma_wait<0>();
     cp_async_wait_all();
 #endif
 }
