@@ -2679,9 +2679,9 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
 # one row tile (P1-like in every mode, P2-like in 16-bit) and, through its
 # fill, for P4-like ones (stride 2, dilation 2) in tf32 and 16-bit;
 # conv_wgmma_tf32 for P2-like ones in tf32 (128 rows).  float32 "highest" takes
-# conv_wgmma_x3 where its row rule sends it (P1-, P2-, X2-like; not X3-like,
-# 16384 rows, nor P4-like, whose fill runs on conv_window).  X2-like in
-# 16-bit takes conv_fold.
+# conv_wgmma_x3 where its row rule sends it (P1-, P2-like; not X3-like,
+# 16384 rows, nor P4-like, whose fill runs on conv_window).  X2-like takes
+# conv_fold in 16-bit and conv_tf32_stream in both float32 tensor-core modes.
 _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), mode, "conv_wgmma_resident")
     for mode in (("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"))
@@ -2693,10 +2693,10 @@ _WGMMA_ROUTES = [
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), "conv_wgmma_tf32"),
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), "conv_wgmma_x3"),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "highest"), "conv_wgmma_x3"),
-    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "highest"), "conv_wgmma_x3"),
+    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "highest"), "conv_tf32_stream"),
     (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float16", "highest"), "conv_fold"),
     (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("bfloat16", "highest"), "conv_fold"),
-    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "tf32"), None),
+    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "tf32"), "conv_tf32_stream"),
     (dict(x=(1, 64, 64), w=(64, 64, 1024), stride=256, padding=384), ("float32", "highest"), None),
 ]
 
@@ -2717,7 +2717,7 @@ def test_wgmma_routing(problem, mode, expected, monkeypatch):
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
     y = cupyconv.conv_transpose1d(_to_gpu(x, dtype), _to_gpu(w, dtype), **problem, precision=mode[1])
-    wgmma = [name for name in ran if name.startswith(("conv_wgmma", "conv_fold"))]
+    wgmma = [name for name in ran if name.startswith(("conv_wgmma", "conv_fold", "conv_tf32_stream"))]
     assert wgmma == ([expected] if expected and _is_hopper() else []), ran
     oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), **problem)
     limit = {"float32": 1e-5 if mode[1] == "highest" else 2e-3, "float16": 2e-3, "bfloat16": 2e-2}[mode[0]]
