@@ -36,12 +36,13 @@
 //     tap_in_step)), so that its element j is position lo - mis_k + j, mis_k
 //     = (row start + lo) % 4 floats; window_vectors 16-byte vectors a row,
 //     by cp.async, CT_AHEAD stages ahead; once they are here, each thread
-//     rounds its own copies to TF32 in place (and zeros the previous row's
-//     floats in a vector that straddles the row start);
+//     zeros the previous row's floats in its copies that straddle a row's
+//     start;
 //   * the bias of the tile's channels (zeros without one).
 // A stage is one CT_SLICE-channel slice of an item: per warpgroup, 2 k-steps
 // x TAPS wgmma.m64n128k8 (A: 4 LDS.32 a k-step, from column 64 warpgroup +
-// 16 warp + g (+ 8) + mis + tap offset, rows t4 (+ 4)); the first of an
+// 16 warp + g (+ 8) + mis + tap offset, rows t4 (+ 4), each rounded to TF32
+// as cvt.rn.tf32.f32 rounds); the first of an
 // item's MMAs does not add (scale-d 0).  Two fragment register sets alternate
 // over the stages (wait_group 1), so one stage's MMAs run while the next
 // stage's fragments load.  After an item's last stage its accumulators, plus
@@ -149,22 +150,23 @@ struct CtWindowCopies {
             }
         }
     }
-    // Once this thread's copies are here: (ROUND) rounded to TF32 in place, and the floats before the
-    // row's start zeroed.  row0: the global row index of the slice's first channel.
-    template <bool ROUND>
+    // Once this thread's copies are here: the floats before the row's start zeroed (a vector that
+    // straddles it read the previous row's; one wholly before it read nothing, zeros).  row0: the global
+    // row index of the slice's first channel.  The kernels round to TF32 as the fragments load: rounding
+    // here, in place, put a shared load, 4 conversions and a store before each stage's barrier, and
+    // took 9-11% longer (perf notes v39).
     __device__ __forceinline__ void prepare(unsigned char* raw, int row0, int lo, int src_w, int raw_row) const {
-        if (!ROUND && lo >= 3) return;  // nothing before a row's start
+        if (lo >= 3) return;  // every vector starts inside its row
 #pragma unroll
         for (int i = 0; i < CT_MAX_TASKS; ++i) {
             if (row[i] < 0) continue;
             float4* const dst = reinterpret_cast<float4*>(raw + row[i] * raw_row * 4 + vector[i] * 16);
+            const int p0 = lo - ct_misalignment(row0 + row[i], src_w, lo) + 4 * vector[i];  // the vector's first position
+            if (p0 >= 0) continue;
             float4 v = *dst;
-            // the vector's first position (lo >= 3: none before the row's start)
-            const int p0 = lo >= 3 ? 0 : lo - ct_misalignment(row0 + row[i], src_w, lo) + 4 * vector[i];
-            v.x = p0 >= 0 ? (ROUND ? __uint_as_float(to_tf32(v.x)) : v.x) : 0.0f;
-            v.y = p0 + 1 >= 0 ? (ROUND ? __uint_as_float(to_tf32(v.y)) : v.y) : 0.0f;
-            v.z = p0 + 2 >= 0 ? (ROUND ? __uint_as_float(to_tf32(v.z)) : v.z) : 0.0f;
-            if (ROUND) v.w = __uint_as_float(to_tf32(v.w));  // p0 + 3 >= 0: a vector wholly before the row was not read (zeros)
+            v.x = 0.0f;
+            v.y = p0 + 1 >= 0 ? v.y : 0.0f;
+            v.z = p0 + 2 >= 0 ? v.z : 0.0f;
             *dst = v;
         }
     }
@@ -277,9 +279,10 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
         copies.load<Index>(raw_base + (s % CT_BUFFERS) * raw_bytes, source, at.n * groups + group, channels, at.slice * CT_SLICE,
                            in_base + at.c0 + lo_offset, src_w, window_vectors, raw_row);
     };
-    // Once this thread's copies of stage s are here: rounded to TF32 in place, the floats before the row's start zeroed.
+    // Once this thread's copies of stage s are here: the floats before the row's start zeroed (TF32 rounding:
+    // as the fragments load, off the path to the barrier).
     auto prepare = [&](const ConvTf32Stage& at, int s) {
-        copies.prepare<true>(raw_base + (s % CT_BUFFERS) * raw_bytes, (at.n * groups + group) * channels + at.slice * CT_SLICE,
+        copies.prepare(raw_base + (s % CT_BUFFERS) * raw_bytes, (at.n * groups + group) * channels + at.slice * CT_SLICE,
                              in_base + at.c0 + lo_offset, src_w, raw_row);
     };
 
@@ -323,10 +326,10 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
 #pragma unroll
             for (int k = 0; k < CT_KSTEPS; ++k) {
                 const float* const src = tap + 8 * k * raw_row;
-                a[t][k][0] = __float_as_uint(src[0]);
-                a[t][k][1] = __float_as_uint(src[8]);
-                a[t][k][2] = __float_as_uint(src[4 * raw_row]);
-                a[t][k][3] = __float_as_uint(src[4 * raw_row + 8]);
+                a[t][k][0] = to_tf32(src[0]);
+                a[t][k][1] = to_tf32(src[8]);
+                a[t][k][2] = to_tf32(src[4 * raw_row]);
+                a[t][k][3] = to_tf32(src[4 * raw_row + 8]);
             }
         }
         wgmma_fence();
@@ -437,8 +440,8 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
 // SPLIT), whose offsets are 32-bit (the host declines a larger one).
 //
 // Per stage and warpgroup: TAPS x 2 k-steps of wgmma.m64nCOLSk8 with the
-// window fragments as A (conv_wgmma_tf32's loads; PASSES 3 splits each
-// element into hi and lo as it loads).  PASSES 1 adds into the item's sum
+// window fragments as A (conv_wgmma_tf32's loads, rounded to TF32; PASSES 3
+// splits each element into hi and lo as it loads).  PASSES 1 adds into the item's sum
 // (scale-d 0 on its first MMA), stage after stage: a stage's MMAs are waited
 // for (wait_group 1) only after the next stage's issue.  PASSES 3 takes each
 // stage's lo_a hi_b + hi_a lo_b + hi_a hi_b into a fresh accumulator and adds
@@ -563,7 +566,7 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_tf32_stream(
                            window_vectors, raw_row);
     };
     auto prepare = [&](const ConvTf32Stage& at, int s) {
-        copies.prepare<PASSES == 1>(buffers + (s % CS_BUFFERS) * buffer_bytes + weight_bytes,
+        copies.prepare(buffers + (s % CS_BUFFERS) * buffer_bytes + weight_bytes,
                                     (at.n * groups + group) * channels + at.slice * CT_SLICE, in_base + at.c0 + lo_offset, src_w, raw_row);
     };
     const int fragment_column = 64 * warpgroup + 16 * w + g;
@@ -584,7 +587,7 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_tf32_stream(
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     if constexpr (PASSES == 1) {
-                        f.hi[t][k][e] = __float_as_uint(v[e]);  // rounded by prepare
+                        f.hi[t][k][e] = to_tf32(v[e]);
                     } else {
                         f.hi[t][k][e] = to_tf32(v[e]);
                         f.lo[t][k][e] = to_tf32(v[e] - __uint_as_float(f.hi[t][k][e]));
