@@ -2479,6 +2479,30 @@ def test_grad_input_overlap(case, mode, monkeypatch):
     assert any(name.startswith("grad_input_overlap<") for name in ran), ran
 
 
+def test_pack_overlap_weight_reads_any_alignment(monkeypatch):
+    """pack_overlap_weight reads a 16-tap row as two 16-byte vectors where
+    it lies on a 16-byte boundary, else element by element: a weight 2 bytes
+    off that boundary gives grad_input bit for bit."""
+    from cupyconv import _cuda
+
+    if _cuda._compute_capability() != 90:
+        pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
+    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
+    case = OVERLAP_CASES[0]
+    rng = numpy.random.default_rng(24)
+    x, w, _ = case.arrays(rng, numpy.float16)
+    gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float16))
+    xg, wg = cupy.asarray(x.astype(numpy.float16)), cupy.asarray(w.astype(numpy.float16))
+    shifted = cupy.empty(wg.size + 1, dtype=wg.dtype)[1:].reshape(wg.shape)
+    shifted[...] = wg
+    assert shifted.data.ptr % 16 == 2
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    run = lambda weight: cupyconv.conv_transpose1d_backward(gy, xg, weight, **case.kwargs, output_mask=(True, False, False))[0]  # noqa: E731
+    assert cupy.asnumpy(run(shifted)).tobytes() == cupy.asnumpy(run(wg)).tobytes()
+    assert sum(name.startswith("pack_overlap_weight<") for name in ran) == 2, ran
+
+
 def test_grad_input_overlap_declines():
     """Problems outside its rule (a row length of grad_output not a multiple
     of 4, stride 4) keep the other kernels."""
