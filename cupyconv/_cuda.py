@@ -805,7 +805,8 @@ def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shar
     packed_shape = (row_tiles * _kernels.FOLD_ROWS, channels_padded)
     total = math.prod(packed_shape)
     pack_scalars = (_i32(geometry.in_channels), _i32(geometry.out_channels), _i32(geometry.kernel[1]), _i32(channels_padded), _i64(total))
-    pack_blocks = max(1, min(-(-total // _kernels.PACK_THREADS), _kernels.PACK_MAX_BLOCKS))
+    pack_tiles = packed_shape[0] // _kernels.FOLD_TAPS * -(-channels_padded // _kernels.PACK_FOLD_CI)  # (output channel, input-channel tile)
+    pack_blocks = max(1, min(pack_tiles, _kernels.PACK_MAX_BLOCKS))
     pack = _Launch("conv_fold.cu", _kernels.pack_fold_weight_name(dtype), pack_blocks, _kernels.PACK_THREADS, pack_scalars)
     return launch, pack, packed_shape
 

@@ -620,6 +620,9 @@ def fold_name(dtype: str, index: str) -> str:
     return f"conv_fold<{CUDA_TYPE[dtype]}, {index}>"
 
 
+PACK_FOLD_CI = 128  # pack_fold_weight's tile: input channels (x one output channel's 16 rows)
+
+
 def pack_fold_weight_name(dtype: str) -> str:
     return f"pack_fold_weight<{CUDA_TYPE[dtype]}>"
 

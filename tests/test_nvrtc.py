@@ -194,8 +194,8 @@ def test_conv_tf32_compiles_for_sm_90a_without_spills():
 def test_conv_fold_constants_match_the_host():
     import re
 
-    found = dict(re.findall(r"constexpr int (FOLD_\w+) = (\d+);", _kernels.source("conv_fold.cu")))
-    for name in ("FOLD_THREADS", "FOLD_STRIDE", "FOLD_ROWS", "FOLD_BN", "FOLD_BK", "FOLD_STAGES"):
+    found = dict(re.findall(r"constexpr int ((?:PACK_)?FOLD_\w+) = (\d+);", _kernels.source("conv_fold.cu")))
+    for name in ("FOLD_THREADS", "FOLD_STRIDE", "FOLD_ROWS", "FOLD_BN", "FOLD_BK", "FOLD_STAGES", "PACK_FOLD_CI"):
         assert int(found[name]) == getattr(_kernels, name), name
     text = _kernels.source("conv_fold.cu")
     assert "FOLD_KC_STRIDE = FOLD_BN / 64 * 1024;" in text and "FOLD_STAGE_BYTES = FOLD_BK / 8 * FOLD_KC_STRIDE;" in text
