@@ -1981,8 +1981,10 @@ extern "C" __global__ void round_tf32(const float* x, unsigned* y, int n) {
         dict(x=(2, 16, 40), w=(16, 8, 3), stride=2, padding=1, dilation=2),  # the forward pass folds the dilated kernel
         dict(x=(1, 8, 40), w=(8, 24, 8), stride=4, padding=2),  # dense taps, the kernel a multiple of the stride
         dict(x=(1, 12, 40), w=(12, 8, 5), stride=3, dilation=2, groups=4),
+        dict(x=(1, 40, 8), w=(40, 70, 80)),  # several tiles of taps, rows and channels (the kernel's 32 x 32)
+        dict(x=(1, 36, 8), w=(36, 20, 30), stride=2, padding=1, dilation=4),  # a dilated fold whose taps span tiles
     ],
-    ids=["groups_pad", "dilated_fold", "dense", "stride3"],
+    ids=["groups_pad", "dilated_fold", "dense", "stride3", "tiles", "dilated_tiles"],
 )
 @pytest.mark.parametrize("dtype,round_tf32", [("float32", False), ("float32", True), ("float32", "split"), ("float16", False), ("bfloat16", False)])
 def test_window_weight_pack(shapes, dtype, round_tf32):
