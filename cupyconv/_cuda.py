@@ -494,7 +494,11 @@ def _window_weight_plan(geometry: Geometry, pass_name: str, dtype: str, fold: bo
         _i32(taps_out), _i32(rows), _i32(channels), _i32(shape[3]), _i32(geometry.in_channels_per_group),
         _i32(geometry.out_channels_per_group), _i32(taps), _i32(step), _i32(forward), _i64(total),
     )  # fmt: skip
-    blocks = max(1, min(-(-total // _kernels.PACK_THREADS), _kernels.PACK_MAX_BLOCKS))
+    if forward:  # a block a tile of PACK_TILE channels x PACK_TILE (row, tap) pairs of a group
+        work = geometry.groups * -(-shape[3] // _kernels.PACK_TILE) * -(-rows * taps // _kernels.PACK_TILE)
+    else:  # a thread an element
+        work = -(-total // _kernels.PACK_THREADS)
+    blocks = max(1, min(work, _kernels.PACK_MAX_BLOCKS))
     name = _kernels.pack_weight_name(dtype, round_tf32 and not split, split)
     return _Launch("pack_weight.cu", name, blocks, _kernels.PACK_THREADS, scalars), ((2,) + shape if split else shape)
 

@@ -688,6 +688,7 @@ def window_channels_padded(channels: int, dtype: str) -> int:
 # call on the H100 host (perf notes v20).
 PACK_THREADS = 256
 PACK_MAX_BLOCKS = 4096  # a grid-stride loop beyond this
+PACK_TILE = 32  # pack_window_weight's forward tiles: channels x (row, tap) pairs
 
 
 def pack_weight_name(dtype: str, round_tf32: bool, split: bool = False) -> str:

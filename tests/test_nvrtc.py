@@ -64,6 +64,7 @@ def test_pack_weight_constants_match_the_host():
 
     found = dict(re.findall(r"constexpr int (PACK_\w+) = (\d+);", _kernels.source("pack_weight.cu")))
     assert int(found["PACK_THREADS"]) == _kernels.PACK_THREADS
+    assert int(found["PACK_TILE"]) == _kernels.PACK_TILE and _kernels.PACK_THREADS % _kernels.PACK_TILE == 0
 
 
 def _compile_sm_90a(filename, names):
