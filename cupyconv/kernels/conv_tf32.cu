@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_wgmma_tf32(
     // as the fragments load, off the path to the barrier).
     auto prepare = [&](const ConvTf32Stage& at, int s) {
         copies.prepare(raw_base + (s % CT_BUFFERS) * raw_bytes, (at.n * groups + group) * channels + at.slice * CT_SLICE,
-                             in_base + at.c0 + lo_offset, src_w, raw_row);
+                       in_base + at.c0 + lo_offset, src_w, raw_row);
     };
 
     float acc[64];
@@ -566,8 +566,8 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_tf32_stream(
                            window_vectors, raw_row);
     };
     auto prepare = [&](const ConvTf32Stage& at, int s) {
-        copies.prepare(buffers + (s % CS_BUFFERS) * buffer_bytes + weight_bytes,
-                                    (at.n * groups + group) * channels + at.slice * CT_SLICE, in_base + at.c0 + lo_offset, src_w, raw_row);
+        copies.prepare(buffers + (s % CS_BUFFERS) * buffer_bytes + weight_bytes, (at.n * groups + group) * channels + at.slice * CT_SLICE,
+                       in_base + at.c0 + lo_offset, src_w, raw_row);
     };
     const int fragment_column = 64 * warpgroup + 16 * w + g;
     int mis = 0;  // this thread's fragment rows' misalignment in the item (slices start at multiples of 4 channels)
@@ -586,12 +586,8 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_tf32_stream(
                 const float v[4] = {src[0], src[8], src[4 * raw_row], src[4 * raw_row + 8]};
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    if constexpr (PASSES == 1) {
-                        f.hi[t][k][e] = to_tf32(v[e]);
-                    } else {
-                        f.hi[t][k][e] = to_tf32(v[e]);
-                        f.lo[t][k][e] = to_tf32(v[e] - __uint_as_float(f.hi[t][k][e]));
-                    }
+                    f.hi[t][k][e] = to_tf32(v[e]);
+                    if constexpr (PASSES == 3) f.lo[t][k][e] = to_tf32(v[e] - __uint_as_float(f.hi[t][k][e]));
                 }
             }
         }
