@@ -1057,17 +1057,19 @@ def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
 # matrices.  X2's 16-bit grad_input 1.38-1.42 -> 0.76-0.81 ms against
 # grad_input_taps, the same error (H100, perf notes v32); warp-specialized
 # (a producer warpgroup, two consumers, mbarriers) 0.75-0.86 -> 0.45-0.48
-# (v37).  Routed ahead of
-# grad_input_taps; False keeps it off (the taps kernels' tests do).
+# (v37).  Its float build takes float32 "tf32" (one pass) there too (v40).
+# Routed ahead of grad_input_taps; False keeps it off (the taps kernels'
+# tests do).
 USE_GRAD_INPUT_OVERLAP = True
 
 
-def _grad_input_overlap_applies(geometry: Geometry, dtype: str, source4, out4) -> bool:
+def _grad_input_overlap_applies(geometry: Geometry, dtype: str, source4, out4, passes: int = 1) -> bool:
+    itemsize = 4 if dtype == "float32" else 2
     return (
-        dtype in _kernels.OVERLAP_DTYPES and _kernels._is_1d(geometry) and geometry.groups == 1
+        (dtype in _kernels.OVERLAP_DTYPES or (dtype == "float32" and passes == 1)) and _kernels._is_1d(geometry) and geometry.groups == 1
         and geometry.stride[1] == 8 and geometry.dilation[1] == 1 and 8 < geometry.kernel[1] <= 16
         and geometry.padding[1] % 4 == 0 and geometry.out_size[1] % 4 == 0 and geometry.in_size[1] % 2 == 0
-        and source4.data.ptr % 8 == 0 and out4.data.ptr % 4 == 0
+        and source4.data.ptr % (4 * itemsize) == 0 and out4.data.ptr % (2 * itemsize) == 0
     )  # fmt: skip
 
 
@@ -1079,9 +1081,11 @@ def _grad_input_overlap_plan(geometry: Geometry, dtype: str, index: str):
     scalars = tuple(_i32(v) for v in (geometry.in_channels, geometry.out_channels, in_w, out_w, geometry.padding[1], m_tiles, n_tiles))
     blocks = m_tiles * n_tiles * geometry.batch
     name = _kernels.grad_input_overlap_name(dtype, index)
-    launch = _Launch("grad_input_overlap.cu", name, blocks, _kernels.OVERLAP_THREADS, scalars, _kernels.OVERLAP_SHARED)
-    co_padded = -(-geometry.out_channels // _kernels.OVERLAP_CB) * _kernels.OVERLAP_CB
-    packed_shape = (co_padded, m_tiles, 2, _kernels.OVERLAP_BM, 8)
+    cb, shared = _kernels.overlap_layout(dtype)
+    launch = _Launch("grad_input_overlap.cu", name, blocks, _kernels.OVERLAP_THREADS, scalars, shared)
+    co_padded = -(-geometry.out_channels // cb) * cb
+    per_chunk = 4 if dtype == "float32" else 8  # taps in 16 bytes
+    packed_shape = (co_padded, m_tiles, 16 // per_chunk, _kernels.OVERLAP_BM, per_chunk)
     total = math.prod(packed_shape)
     pack_scalars = (_i32(geometry.in_channels), _i32(geometry.out_channels), _i32(geometry.kernel[1]), _i32(m_tiles), _i64(total))
     pack_blocks = max(1, min(-(-total // (16 * _kernels.PACK_THREADS)), _kernels.PACK_MAX_BLOCKS))  # a thread a row of 16 taps
@@ -1089,11 +1093,11 @@ def _grad_input_overlap_plan(geometry: Geometry, dtype: str, index: str):
     return launch, pack, packed_shape
 
 
-def _grad_input_overlap(gy4, weight, grad4, geometry: Geometry, dtype: str, index: str) -> bool:
+def _grad_input_overlap(gy4, weight, grad4, geometry: Geometry, dtype: str, index: str, passes: int) -> bool:
     """Runs grad_input with grad_input_overlap if it is routed and applies; False if not."""
-    if not USE_GRAD_INPUT_OVERLAP or _compute_capability() != 90 or not _grad_input_overlap_applies(geometry, dtype, gy4, grad4):
+    if not USE_GRAD_INPUT_OVERLAP or _compute_capability() != 90 or not _grad_input_overlap_applies(geometry, dtype, gy4, grad4, passes):
         return False
-    if _kernels.OVERLAP_SHARED > _max_shared():
+    if _kernels.overlap_layout(dtype)[1] > _max_shared():
         return False
     launch, pack, packed_shape = _grad_input_overlap_plan(geometry, dtype, index)
     packed = cupy.empty(packed_shape, dtype=weight.dtype)
@@ -1106,7 +1110,7 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
     index = _kernels.index_type(source4.size, out4.size, weight.size)
     dtype = _geometry.dtype_name(out4.dtype)
     passes = _passes(dtype, precision, geometry, pass_name)
-    if pass_name == "grad_input" and _grad_input_overlap(source4, weight, out4, geometry, dtype, index):
+    if pass_name == "grad_input" and _grad_input_overlap(source4, weight, out4, geometry, dtype, index, passes):
         return
     if passes and pass_name == "grad_input" and _grad_input_taps(source4, weight, out4, geometry, dtype, passes):
         return
@@ -1701,7 +1705,8 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     depthwise_backward, large 1D problems with few channels a group (see
     _kernels.grouped_backward_applies) from one pass of grouped_backward.
     16-bit 1D problems of stride 8 with 9 to 16 taps run grad_input_overlap
-    and grad_weight_overlap on Hopper.  Large strided 1D problems with
+    and grad_weight_overlap on Hopper (float32 "tf32": grad_input_overlap's
+    TF32 build).  Large strided 1D problems with
     contiguous taps run
     grad_input_taps and grad_weight_taps on tensor cores; large float32
     strided 1D problems whose taps land on one phase of grad_output run

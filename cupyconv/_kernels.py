@@ -638,6 +638,17 @@ OVERLAP_STAGES = 4
 OVERLAP_STAGE_BYTES = OVERLAP_CB * (OVERLAP_BM * 32 + (8 * OVERLAP_BN + 8) * 2 + 16)
 OVERLAP_SHARED = OVERLAP_STAGES * OVERLAP_STAGE_BYTES + OVERLAP_STAGES * 16  # the buffers, then their mbarriers (full, empty)
 OVERLAP_DTYPES = ("float16", "bfloat16")
+# Its float build (TF32, perf notes v40): two k8 steps an output channel, the
+# stretch in two planes of 16-byte chunks, rounded in place by the producer.
+OVERLAP_TF32_CB = 2  # output channels a k-block
+OVERLAP_TF32_STAGES = 6
+OVERLAP_TF32_STAGE_BYTES = OVERLAP_TF32_CB * (OVERLAP_BM * 64 + 2 * (OVERLAP_BN + 1) * 16)
+OVERLAP_TF32_SHARED = OVERLAP_TF32_STAGES * OVERLAP_TF32_STAGE_BYTES + OVERLAP_TF32_STAGES * 16
+
+
+def overlap_layout(dtype: str) -> Tuple[int, int]:
+    """(output channels a k-block, shared-memory bytes) of grad_input_overlap's build for dtype."""
+    return (OVERLAP_TF32_CB, OVERLAP_TF32_SHARED) if dtype == "float32" else (OVERLAP_CB, OVERLAP_SHARED)
 
 
 def grad_input_overlap_name(dtype: str, index: str) -> str:
@@ -1359,6 +1370,9 @@ def all_instantiations() -> List[Tuple[str, str]]:
                             for copy in RESIDENT_COPY_BYTES
                             for fill in (False, True)
                         ]
+                if dtype == "float32" and passes == 1:
+                    names.append(("grad_input_overlap.cu", grad_input_overlap_name(dtype, index)))
+                    names += [("grad_input_overlap.cu", pack_overlap_weight_name(dtype))] if index == INDEX_TYPES[0] else []
                 if dtype in GRAD_INPUT_TAPS_DTYPES:
                     names += [
                         ("grad_input_taps.cu", grad_input_taps_name(dtype, index, t, v, passes))

@@ -310,7 +310,7 @@ def _spy(monkeypatch, name, record):
     monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
     monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 0)  # float32 "highest": their 3xTF32 on short sums too
     monkeypatch.setattr(_cuda, "USE_FOLD", name == "_fold")  # routed ahead of the window kernels (stride 8, 16-bit)
-    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", False)  # routed ahead of grad_input_taps (stride 8, 16-bit)
+    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", False)  # routed ahead of grad_input_taps (stride 8, 16-bit and "tf32")
     monkeypatch.setattr(_cuda, "USE_GRAD_WEIGHT_OVERLAP", False)  # routed ahead of grad_weight_taps (stride 8, 16-bit)
     _no_direct(monkeypatch)
     ran, original = [], getattr(_cuda, name)
@@ -2456,16 +2456,21 @@ def test_remembered_backward_keys(monkeypatch):
 
 # grad_input_overlap: X2-like problems with a row tile, column tiles and
 # k-blocks that end short, a kernel under 16 taps, padding 0 and 8, an
-# output_padding, an unbatched call.
+# output_padding, an unbatched call, and 3 output channels (two float
+# k-blocks, fewer than the float build's rounding lag: only its rounding
+# after the loop).  Rows of grad_input of 4 positions or more (staged) and
+# of 2 mod 4 (stored from the accumulators).
 OVERLAP_CASES = [
     Case("ov_x2", 1, 2, 256, 128, (16,), (600,), stride=8, padding=4),
     Case("ov_short", 1, 3, 200, 30, (12,), (130,), stride=8, padding=0),
     Case("ov_pad8_op4", 1, 1, 64, 40, (16,), (258,), stride=8, padding=8, output_padding=4, bias=False),
     Case("ov_unbatched", 1, None, 96, 72, (12,), (64,), stride=8, padding=4),
+    Case("ov_few", 1, 2, 64, 3, (16,), (300,), stride=8, padding=4),
 ]
+OVERLAP_MODES = [("float16", "highest"), ("bfloat16", "highest"), ("float32", "tf32")]
 
 
-@pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("mode", OVERLAP_MODES, ids=["float16", "bfloat16", "tf32"])
 @pytest.mark.parametrize("case", OVERLAP_CASES, ids=str)
 def test_grad_input_overlap(case, mode, monkeypatch):
     """grad_input_overlap (forced on) against float64, within twice torch's
@@ -2481,28 +2486,46 @@ def test_grad_input_overlap(case, mode, monkeypatch):
     assert any(name.startswith("grad_input_overlap<") for name in ran), ran
 
 
-def test_pack_overlap_weight_reads_any_alignment(monkeypatch):
-    """pack_overlap_weight reads a 16-tap row as two 16-byte vectors where
-    it lies on a 16-byte boundary, else element by element: a weight 2 bytes
-    off that boundary gives grad_input bit for bit."""
+@pytest.mark.parametrize("mode", [("bfloat16", "highest"), ("float32", "tf32")], ids=["bfloat16", "tf32"])
+def test_grad_input_overlap_64_bit_index(mode, monkeypatch):
+    """The builds with 64-bit indices (taken where an array passes 2**31 elements)."""
     from cupyconv import _cuda
 
     if _cuda._compute_capability() != 90:
         pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
     monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
-    case = OVERLAP_CASES[0]
-    rng = numpy.random.default_rng(24)
-    x, w, _ = case.arrays(rng, numpy.float16)
-    gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float16))
-    xg, wg = cupy.asarray(x.astype(numpy.float16)), cupy.asarray(w.astype(numpy.float16))
-    shifted = cupy.empty(wg.size + 1, dtype=wg.dtype)[1:].reshape(wg.shape)
-    shifted[...] = wg
-    assert shifted.data.ptr % 16 == 2
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     ran, launch = [], _cuda._launch
     monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
-    run = lambda weight: cupyconv.conv_transpose1d_backward(gy, xg, weight, **case.kwargs, output_mask=(True, False, False))[0]  # noqa: E731
+    test_backward(OVERLAP_CASES[1], mode)
+    assert any(name.startswith("grad_input_overlap<") and name.endswith("long long>") for name in ran), ran
+
+
+@pytest.mark.parametrize("mode", [("float16", "highest"), ("float32", "tf32")], ids=["float16", "tf32"])
+def test_pack_overlap_weight_reads_any_alignment(mode, monkeypatch):
+    """pack_overlap_weight reads a 16-tap row as 16-byte vectors where it
+    lies on a 16-byte boundary, else element by element: a weight one
+    element off that boundary gives grad_input bit for bit."""
+    from cupyconv import _cuda
+
+    if _cuda._compute_capability() != 90:
+        pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
+    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
+    dtype, precision = numpy.dtype(mode[0]), mode[1]
+    case = OVERLAP_CASES[0]
+    rng = numpy.random.default_rng(24)
+    x, w, _ = case.arrays(rng, dtype)
+    gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(dtype))
+    xg, wg = cupy.asarray(x.astype(dtype)), cupy.asarray(w.astype(dtype))
+    shifted = cupy.empty(wg.size + 1, dtype=wg.dtype)[1:].reshape(wg.shape)
+    shifted[...] = wg
+    assert shifted.data.ptr % 16 == dtype.itemsize
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    run = lambda weight: cupyconv.conv_transpose1d_backward(gy, xg, weight, **case.kwargs, output_mask=(True, False, False), precision=precision)[0]  # noqa: E731
     assert cupy.asnumpy(run(shifted)).tobytes() == cupy.asnumpy(run(wg)).tobytes()
     assert sum(name.startswith("pack_overlap_weight<") for name in ran) == 2, ran
+    assert sum(name.startswith("grad_input_overlap<") for name in ran) == 2, ran
 
 
 def test_grad_input_overlap_declines():
@@ -2515,6 +2538,13 @@ def test_grad_input_overlap_declines():
         g = _geometry.make_geometry(dims, xs, ws, None, stride, padding, 0, 1, 1)
         fake = cupy.empty(8, dtype=numpy.float16)
         assert not _cuda._grad_input_overlap_applies(g, "float16", fake, fake)
+    # float: "tf32" only (3xTF32 is not built), and grad_output 16-byte aligned
+    g = _geometry.make_geometry(1, (2, 16, 64), (16, 8, 16), None, 8, 4, 0, 1, 1)
+    aligned = cupy.empty(64, dtype=numpy.float32)
+    assert _cuda._grad_input_overlap_applies(g, "float32", aligned, aligned, 1)
+    assert not _cuda._grad_input_overlap_applies(g, "float32", aligned, aligned, 3)
+    assert not _cuda._grad_input_overlap_applies(g, "float32", aligned[2:], aligned, 1)
+    assert not _cuda._grad_input_overlap_applies(g, "float64", aligned, aligned, 1)
 
 
 # grad_weight_overlap: X2-like problems with an item (64 positions) that

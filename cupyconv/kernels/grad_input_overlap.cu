@@ -39,11 +39,32 @@
 // barrier in the loop: the consumers only wait for data, the producer only
 // for free buffers.
 //
+// float in TF32 (perf notes v40): the same GEMM with two wgmma.m64n256k8
+// k-steps an output channel (taps 0-7, 8-15), GI_TF32_CB output channels a
+// k-block (an output channel's operands take twice the bytes).  A TF32 core
+// matrix row is 16 bytes, 4 taps, but a column's run starts 8 elements (32
+// bytes) after the one before: the producer copies the stretch in 16-byte
+// chunks (4 elements, chunk c at stretch element 4 c) into two planes, the
+// even chunks in one and the odd in the other, chunk c at plane c % 2, row
+// c / 2.  Then k-step h's core matrix of columns l..l+7 and taps 8 h + 4 q..
+// is plane q's 128 bytes at 16 (l - l0 + h): the descriptor's leading offset
+// is the distance between the planes, its stride offset 128 bytes.  The
+// tensor cores read a float operand's top 19 bits (truncation); TF32 rounds
+// to nearest, so pack_overlap_weight rounds the weight as it packs, and
+// each producer thread rounds its own chunks of a buffer in place once they
+// have landed (GI_TF32_LAG k-blocks after issuing them, so that the wait
+// finds them there), fences them for the tensor cores and then arrives on
+// "full".  The pieces are copied through L1 (cp.async.ca): a 32-byte sector's
+// two pieces go to the two planes, and .cg fetched it from L2 once per piece.
+// The results match grad_input_taps' TF32 (the same products of rounded
+// operands, summed in another order).
+//
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), stride 8, padding a multiple of 4, grad_output rows
-// a multiple of 4 elements and 8-byte aligned, grad_input rows of even
-// length, and the packed weight of pack_overlap_weight (output channels
-// padded with zeros to a multiple of GI_CB).
+// a multiple of 4 elements and 8-byte aligned (16-byte for float),
+// grad_input rows of even length, and the packed weight of
+// pack_overlap_weight (output channels padded with zeros to a multiple of
+// the k-block's).
 #include "common.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
@@ -51,30 +72,49 @@
 constexpr int GI_THREADS = 384;  // two consumer warpgroups, then the producer
 constexpr int GI_BM = 128;       // input channels a block
 constexpr int GI_BN = 256;       // input positions a block
-constexpr int GI_CB = 4;         // output channels a k-block
+constexpr int GI_CB = 4;         // output channels a k-block (16-bit)
 constexpr int GI_STAGES = 4;
-constexpr int GI_A_BYTES = GI_BM * 32;                   // one output channel's A: 128 rows x 16 taps
-constexpr int GI_B_BYTES = (8 * GI_BN + 8) * 2 + 16;     // one output channel's grad_output stretch, padded to 16 bytes
-constexpr int GI_STAGE_BYTES = GI_CB * (GI_A_BYTES + GI_B_BYTES);
-constexpr int GI_SHARED = GI_STAGES * GI_STAGE_BYTES + GI_STAGES * 16;  // the buffers, then their mbarriers (full, empty)
-constexpr int GI_ROW = GI_BN * 2 + 16;  // a staged output row in the epilogue (16 bytes of padding: no bank conflicts)
-static_assert(GI_A_BYTES == 4096 && GI_STAGE_BYTES % 16 == 0, "4 KB of A an output channel; 16-byte aligned buffers");
-static_assert(GI_BM * GI_ROW <= GI_STAGES * GI_STAGE_BYTES, "the staged tile fits in the buffers");
+constexpr int GI_TF32_CB = 2;    // output channels a k-block (float)
+constexpr int GI_TF32_STAGES = 6;
+constexpr int GI_TF32_LAG = 2;   // k-blocks between a float buffer's copies and its rounding
+constexpr int GI_PIECES = 2 * GI_BN + 2;  // 4-element pieces of an output channel's stretch
+constexpr int GI_PLANE = (GI_BN + 1) * 16;  // float: one plane of the stretch's 16-byte chunks
+static_assert(GI_TF32_LAG + 2 <= GI_TF32_STAGES, "the producer's wait for a free buffer needs the consumers to have the k-block it rounds last");
 
-// The packed weight: [co][ci tile][half h][row m][8 taps], output channels
-// padded to co_padded, input channels tiled by GI_BM: tap 8 h + j of input
-// channel GI_BM tile + m, zeros past the kernel's taps, in_channels and
-// out_channels.  One (co, tile) is the 4 KB of A in shared memory (half h's
-// 16-byte rows at h * GI_BM * 16 + m * 16: K-major core matrices).
+// The shared-memory layout of the element type's build: one output channel's
+// A (GI_BM rows x 16 taps) and B (the grad_output stretch: 16-bit as it
+// lies, padded to 16 bytes; float as two planes), the k-block's buffers,
+// their mbarriers (full, empty), and the epilogue's staged rows.
+template <typename T>
+struct GiLayout {
+    static constexpr bool TF32 = sizeof(T) == 4;
+    static constexpr int CB = TF32 ? GI_TF32_CB : GI_CB;
+    static constexpr int STAGES = TF32 ? GI_TF32_STAGES : GI_STAGES;
+    static constexpr int A_BYTES = GI_BM * 16 * static_cast<int>(sizeof(T));
+    static constexpr int B_BYTES = TF32 ? 2 * GI_PLANE : (8 * GI_BN + 8) * 2 + 16;
+    static constexpr int STAGE_BYTES = CB * (A_BYTES + B_BYTES);
+    static constexpr int SHARED = STAGES * STAGE_BYTES + STAGES * 16;
+    static constexpr int ROW = GI_BN * static_cast<int>(sizeof(T)) + (TF32 ? 32 : 16);  // padded: no bank conflicts
+    static_assert(STAGE_BYTES % 16 == 0 && GI_BM * ROW <= STAGES * STAGE_BYTES, "16-byte aligned buffers; the staged tile fits in them");
+};
+static_assert(GiLayout<half_t>::A_BYTES == 4096 && GiLayout<float>::A_BYTES == 8192, "4 or 8 KB of A an output channel");
+
+// The packed weight: [co][ci tile][chunk q][row m][V taps], V = 16 bytes of
+// T (8 taps 16-bit, 4 float), output channels padded to co_padded, input
+// channels tiled by GI_BM: tap V q + j of input channel GI_BM tile + m, zeros
+// past the kernel's taps, in_channels and out_channels; float rounded to TF32
+// (to nearest).  One (co, tile) is the 4 or 8 KB of A in shared memory (chunk
+// q's 16-byte rows at q * GI_BM * 16 + m * 16: K-major core matrices).
 // A thread a row (co, ci): its taps read in a run from the weight, written
-// as the two 16-byte halves.  Consecutive threads take consecutive input
+// as the 16-byte chunks.  Consecutive threads take consecutive input
 // channels, whose rows lie out_channels x taps elements apart: a row of 16
-// taps on a 16-byte boundary (X2's, always) is read as two 16-byte vectors,
+// taps on a 16-byte boundary (X2's, always) is read as 16-byte vectors,
 // whole 32-byte sectors, not 16 scalar loads (14 us a call on X2's 4 MB
-// weight, perf notes v39).
+// 16-bit weight, perf notes v39).
 template <typename T>
 __global__ void pack_overlap_weight(const T* __restrict__ weight, T* __restrict__ packed, int in_channels, int out_channels, int taps,
                                     int m_tiles, long long total) {
+    constexpr int V = 16 / sizeof(T), CHUNKS = 16 / V;
     for (long long row = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; row < total / 16;
          row += static_cast<long long>(gridDim.x) * blockDim.x) {
         const int m = static_cast<int>(row % GI_BM);
@@ -85,44 +125,53 @@ __global__ void pack_overlap_weight(const T* __restrict__ weight, T* __restrict_
         const bool inside = ci < in_channels && co < out_channels;
         const T* const src = weight + (ci * static_cast<long long>(out_channels) + co) * taps;
         if (inside && taps == 16 && (reinterpret_cast<unsigned long long>(src) & 15) == 0) {
-            *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(src);
-            *reinterpret_cast<uint4*>(v + 8) = *reinterpret_cast<const uint4*>(src + 8);
+#pragma unroll
+            for (int q = 0; q < CHUNKS; ++q) reinterpret_cast<uint4*>(v)[q] = reinterpret_cast<const uint4*>(src)[q];
         } else {
 #pragma unroll
             for (int k = 0; k < 16; ++k) v[k] = inside && k < taps ? src[k] : T{};
         }
-        T* const dst = packed + tile_co * 2048 + m * 8;
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
-        *reinterpret_cast<uint4*>(dst + GI_BM * 8) = *reinterpret_cast<const uint4*>(v + 8);
+        if constexpr (sizeof(T) == 4) {
+#pragma unroll
+            for (int k = 0; k < 16; ++k) v[k] = __uint_as_float(to_tf32(v[k]));
+        }
+        T* const dst = packed + tile_co * (GI_BM * 16) + m * V;
+#pragma unroll
+        for (int q = 0; q < CHUNKS; ++q) *reinterpret_cast<uint4*>(dst + q * GI_BM * V) = reinterpret_cast<const uint4*>(v)[q];
     }
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// D (64 x 256 floats, this thread's 128) = A (64 x 16) * B (16 x 256) + (D if
-// accumulate), both operands K-major from shared memory; 16-bit operands.
+// D (64 x 256 floats, this thread's 128) = A (64 x K) * B (K x 256) + (D if
+// accumulate), both operands K-major from shared memory; K 16 (16-bit) or 8
+// (TF32).
 template <typename T>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long a, unsigned long long b, int accumulate);
-#define CUPYCONV_WGMMA_M64N256K16(TYPE, OPERAND)                                                                   \
+__device__ __forceinline__ void wgmma_m64n256(float (&d)[128], unsigned long long a, unsigned long long b, int accumulate);
+#define CUPYCONV_WGMMA_M64N256(TYPE, SHAPE_TYPES, IMMEDIATES)                                                                   \
     template <>                                                                                                  \
-    __device__ __forceinline__ void wgmma_m64n256k16<TYPE>(float (&d)[128], unsigned long long a, unsigned long long b, int accumulate) { \
+    __device__ __forceinline__ void wgmma_m64n256<TYPE>(float (&d)[128], unsigned long long a, unsigned long long b, int accumulate) { \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                \
-                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." OPERAND "." OPERAND " "                              \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"                                                        \
+                     "wgmma.mma_async.sync.aligned." SHAPE_TYPES " "                              \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, " IMMEDIATES ";\n}\n"                                                        \
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])                                                                                     \
                      : "l"(a), "l"(b), "r"(accumulate));                                                         \
     }
-CUPYCONV_WGMMA_M64N256K16(half_t, "f16")
-CUPYCONV_WGMMA_M64N256K16(bfloat16_t, "bf16")
-#undef CUPYCONV_WGMMA_M64N256K16
+CUPYCONV_WGMMA_M64N256(half_t, "m64n256k16.f32.f16.f16", "1, 1, 0, 0")
+CUPYCONV_WGMMA_M64N256(bfloat16_t, "m64n256k16.f32.bf16.bf16", "1, 1, 0, 0")
+CUPYCONV_WGMMA_M64N256(float, "m64n256k8.f32.tf32.tf32", "1, 1")
+#undef CUPYCONV_WGMMA_M64N256
 #endif
 
 template <typename T, typename Index>
 __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     const T* __restrict__ gy,      // (batch, out_channels, out_w)
-    const T* __restrict__ packed,  // (co_padded, m_tiles, 2, GI_BM, 8)
+    const T* __restrict__ packed,  // (co_padded, m_tiles, chunks, GI_BM, 16 bytes)
     T* __restrict__ grad_input,    // (batch, in_channels, in_w)
     int in_channels, int out_channels, int in_w, int out_w, int padding, int m_tiles, int n_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef GiLayout<T> L;
+    constexpr bool TF32 = L::TF32;
+    constexpr int CB = L::CB, STAGES = L::STAGES, STAGE_BYTES = L::STAGE_BYTES, A_BYTES = L::A_BYTES, B_BYTES = L::B_BYTES;
     extern __shared__ __align__(1024) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     int b = blockIdx.x;
@@ -130,11 +179,11 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     b /= m_tiles;
     const int n_tile = b % n_tiles, n = b / n_tiles;
     const int ci0 = m_tile * GI_BM, l0 = n_tile * GI_BN;
-    const int kblocks = (out_channels + GI_CB - 1) / GI_CB;
-    const unsigned base = shared_address(smem), full = base + GI_STAGES * GI_STAGE_BYTES, empty = full + GI_STAGES * 8;
+    const int kblocks = (out_channels + CB - 1) / CB;
+    const unsigned base = shared_address(smem), full = base + STAGES * STAGE_BYTES, empty = full + STAGES * 8;
 
     if (tid == 0) {
-        for (int s = 0; s < GI_STAGES; ++s) {
+        for (int s = 0; s < STAGES; ++s) {
             mbarrier_init(full + 8 * s, 128);  // the producer's threads (A's bytes counted besides)
             mbarrier_init(empty + 8 * s, 8);   // the consumers' warps
         }
@@ -142,73 +191,117 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     }
     __syncthreads();
 
-    // The epilogue stages the tile in the (then free) buffers, rows of GI_BN positions GI_ROW bytes apart, and
+    // The epilogue stages the tile in the (then free) buffers, rows of GI_BN positions L::ROW bytes apart, and
     // all three warpgroups store it in 16-byte pieces, consecutive threads along a row, where grad_input's rows
-    // are whole 16-byte pieces (in_w a multiple of 8, the array 16-byte aligned); elsewhere the consumers store
-    // their accumulators directly, two outputs a 4-byte store.
-    const bool staged = in_w % 8 == 0 && reinterpret_cast<unsigned long long>(grad_input) % 16 == 0;
+    // are whole 16-byte pieces (in_w a multiple of 16 bytes, the array 16-byte aligned); elsewhere the consumers
+    // store their accumulators directly, two outputs a store.
+    constexpr int PER_PIECE = 16 / sizeof(T);
+    const bool staged = in_w % PER_PIECE == 0 && reinterpret_cast<unsigned long long>(grad_input) % 16 == 0;
     auto store_staged = [&]() {
-        for (int q = tid; q < GI_BM * GI_BN / 8; q += GI_THREADS) {
-            const int r = q / (GI_BN / 8), piece = q % (GI_BN / 8), l = l0 + 8 * piece;
-            const uint4 v = *reinterpret_cast<const uint4*>(smem + r * GI_ROW + 16 * piece);
+        for (int q = tid; q < GI_BM * GI_BN / PER_PIECE; q += GI_THREADS) {
+            const int r = q / (GI_BN / PER_PIECE), piece = q % (GI_BN / PER_PIECE), l = l0 + PER_PIECE * piece;
+            const uint4 v = *reinterpret_cast<const uint4*>(smem + r * L::ROW + 16 * piece);
             if (ci0 + r < in_channels && l < in_w)
                 *reinterpret_cast<uint4*>(grad_input + (static_cast<Index>(n) * in_channels + ci0 + r) * in_w + l) = v;
         }
     };
 
     if (wg == 2) {
-        // The producer.  Its thread p copies the stretch's 8-byte pieces v = p + 128 i of each output
-        // channel: their offsets in the row and whether they lie in it are the same for every channel.
+        // The producer.  Its thread p copies the stretch's 4-element pieces v = p + 128 i of each output
+        // channel (8 bytes 16-bit, 16 float): their offsets in the row and whether they lie in it are the same
+        // for every channel, and so is where they go (16-bit: 8 v bytes on; float: plane v % 2 = p % 2, its
+        // row v / 2 = p / 2 + 64 i).
         const int p = tid - 256;
-        constexpr int PIECES = 2 * GI_BN + 2, PER_THREAD = (PIECES + 127) / 128;
+        constexpr int PIECE = 4 * sizeof(T), PER_THREAD = (GI_PIECES + 127) / 128;
         int offset[PER_THREAD];
         bool inside[PER_THREAD];
 #pragma unroll
         for (int i = 0; i < PER_THREAD; ++i) {
             const int e = 8 * l0 - padding + 4 * (p + 128 * i);  // the piece's first grad_output element
-            inside[i] = p + 128 * i < PIECES && e >= 0 && e < out_w;
+            inside[i] = p + 128 * i < GI_PIECES && e >= 0 && e < out_w;
             offset[i] = inside[i] ? e : 0;
         }
+        const int mine = TF32 ? (p % 2) * GI_PLANE + (p / 2) * 16 : 8 * p;  // piece i at mine + 1024 i
+        auto has = [&](int i) { return GI_PIECES % 128 == 0 || i < PER_THREAD - 1 || p < GI_PIECES % 128; };
         const T* image = gy + static_cast<Index>(n) * out_channels * out_w;
-        const bool interior = 8 * l0 - padding >= 0 && 8 * l0 - padding + 4 * PIECES <= out_w;  // the whole stretch in the row
+        const bool interior = 8 * l0 - padding >= 0 && 8 * l0 - padding + 4 * GI_PIECES <= out_w;  // the whole stretch in the row
+        // float: round this thread's pieces of k-block kb's buffer in place (they have landed), make them
+        // visible to the tensor cores, and count this thread in on "full".
+        auto round_pieces = [&](int kb) {
+            const int s = kb % STAGES;
+            unsigned char* const b_stage = smem + s * STAGE_BYTES + CB * A_BYTES + mine;
+#pragma unroll
+            for (int c = 0; c < CB; ++c)
+#pragma unroll
+                for (int i = 0; i < PER_THREAD; ++i)
+                    if (has(i)) {
+                        uint4* const q = reinterpret_cast<uint4*>(b_stage + c * B_BYTES + 1024 * i);
+                        uint4 v = *q;
+                        v.x = to_tf32(__uint_as_float(v.x));
+                        v.y = to_tf32(__uint_as_float(v.y));
+                        v.z = to_tf32(__uint_as_float(v.z));
+                        v.w = to_tf32(__uint_as_float(v.w));
+                        *q = v;
+                    }
+            fence_proxy_async();
+            mbarrier_arrive(full + 8 * s);
+        };
 #pragma unroll 1
         for (int kb = 0; kb < kblocks; ++kb) {
-            const int s = kb % GI_STAGES;
-            if (kb >= GI_STAGES) mbarrier_wait(empty + 8 * s, (kb / GI_STAGES - 1) & 1);  // k-block kb - GI_STAGES is done with it
-            const unsigned stage = base + s * GI_STAGE_BYTES;
+            const int s = kb % STAGES;
+            if (kb >= STAGES) mbarrier_wait(empty + 8 * s, (kb / STAGES - 1) & 1);  // k-block kb - STAGES is done with it
+            const unsigned stage = base + s * STAGE_BYTES;
             if (p == 0) {
-                mbarrier_expect_tx(full + 8 * s, GI_CB * GI_A_BYTES);
+                mbarrier_expect_tx(full + 8 * s, CB * A_BYTES);
 #pragma unroll
-                for (int c = 0; c < GI_CB; ++c)
-                    bulk_copy(stage + c * GI_A_BYTES, packed + (static_cast<Index>(kb * GI_CB + c) * m_tiles + m_tile) * (GI_A_BYTES / 2),
-                              GI_A_BYTES, full + 8 * s);
+                for (int c = 0; c < CB; ++c)
+                    bulk_copy(stage + c * A_BYTES, packed + (static_cast<Index>(kb * CB + c) * m_tiles + m_tile) * (GI_BM * 16), A_BYTES,
+                              full + 8 * s);
             }
-            unsigned char* const b_stage = smem + s * GI_STAGE_BYTES + GI_CB * GI_A_BYTES + 8 * p;
-            if (interior && kb * GI_CB + GI_CB <= out_channels) {
+            unsigned char* const b_stage = smem + s * STAGE_BYTES + CB * A_BYTES + mine;
+            if (interior && kb * CB + CB <= out_channels) {
                 // every piece inside its row (all but the tiles at a row's ends): no bounds, no predicates
-                const T* const rows = image + static_cast<Index>(kb * GI_CB) * out_w;
+                const T* const rows = image + static_cast<Index>(kb * CB) * out_w;
 #pragma unroll
-                for (int c = 0; c < GI_CB; ++c)
+                for (int c = 0; c < CB; ++c)
 #pragma unroll
                     for (int i = 0; i < PER_THREAD; ++i)
-                        if (PIECES % 128 == 0 || i < PER_THREAD - 1 || p < PIECES % 128)
-                            cp_async_inside<8>(b_stage + c * GI_B_BYTES + 1024 * i, rows + c * out_w + offset[i]);
+                        if (has(i)) {
+                            if constexpr (TF32)  // through L1: a 32-byte sector's two pieces go to two planes
+                                cp_async16_l1_inside(b_stage + c * B_BYTES + 1024 * i, rows + c * out_w + offset[i]);
+                            else
+                                cp_async_inside<PIECE>(b_stage + c * B_BYTES + 1024 * i, rows + c * out_w + offset[i]);
+                        }
             } else {
 #pragma unroll
-                for (int c = 0; c < GI_CB; ++c) {
+                for (int c = 0; c < CB; ++c) {
                     // B: the stretch gy[n][co][8 l0 - padding .. + 8 GI_BN + 8), zeros outside the row and past out_channels
-                    const int co = kb * GI_CB + c;
+                    const int co = kb * CB + c;
                     const bool have = co < out_channels;
                     const T* row = image + static_cast<Index>(have ? co : 0) * out_w;
 #pragma unroll
                     for (int i = 0; i < PER_THREAD; ++i)
-                        if (PIECES % 128 == 0 || i < PER_THREAD - 1 || p < PIECES % 128)
-                            cp_async_small<8>(b_stage + c * GI_B_BYTES + 1024 * i, row + offset[i], have && inside[i]);
+                        if (has(i)) {
+                            if constexpr (TF32)
+                                cp_async16_l1(b_stage + c * B_BYTES + 1024 * i, row + offset[i], have && inside[i]);
+                            else
+                                cp_async_small<8>(b_stage + c * B_BYTES + 1024 * i, row + offset[i], have && inside[i]);
+                        }
                 }
             }
-            cp_async_arrive_noinc(full + 8 * s);  // once this k-block's copies have landed
+            if constexpr (TF32) {
+                cp_async_commit();
+                if (kb >= GI_TF32_LAG) {
+                    cp_async_wait_group<GI_TF32_LAG>();  // k-block kb - LAG's copies have landed
+                    round_pieces(kb - GI_TF32_LAG);
+                }
+            } else {
+                cp_async_arrive_noinc(full + 8 * s);  // once this k-block's copies have landed
+            }
         }
         cp_async_wait_all();
+        if constexpr (TF32)
+            for (int kb = max(kblocks - GI_TF32_LAG, 0); kb < kblocks; ++kb) round_pieces(kb);
         if (staged) {
             __syncthreads();  // the consumers' MMAs have retired: the buffers are free
             __syncthreads();  // the tile is staged
@@ -223,34 +316,49 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     for (int i = 0; i < 128; ++i) d[i] = 0.0f;
 #pragma unroll 1
     for (int kb = 0; kb < kblocks; ++kb) {
-        const int s = kb % GI_STAGES;
-        mbarrier_wait(full + 8 * s, (kb / GI_STAGES) & 1);
+        const int s = kb % STAGES;
+        mbarrier_wait(full + 8 * s, (kb / STAGES) & 1);
         fence_proxy_async();  // the producer's cp.async writes, for the tensor cores' reads
-        const unsigned stage = base + s * GI_STAGE_BYTES;
+        const unsigned stage = base + s * STAGE_BYTES;
         wgmma_fence();
 #pragma unroll
-        for (int c = 0; c < GI_CB; ++c) {
-            const unsigned long long a = wgmma_descriptor(stage + c * GI_A_BYTES + wg * 64 * 16, GI_BM * 16, 128);
-            const unsigned long long bd = wgmma_descriptor(stage + GI_CB * GI_A_BYTES + c * GI_B_BYTES, 16, 128);
-            wgmma_m64n256k16<T>(d, a, bd, 1);
+        for (int c = 0; c < CB; ++c) {
+            if constexpr (TF32) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {  // taps 8 h .. 8 h + 7: A's chunks 2 h, 2 h + 1; B's planes from row h
+                    const unsigned long long a = wgmma_descriptor(stage + c * A_BYTES + 2 * h * GI_BM * 16 + wg * 64 * 16, GI_BM * 16, 128);
+                    const unsigned long long bd = wgmma_descriptor(stage + CB * A_BYTES + c * B_BYTES + 16 * h, GI_PLANE, 128);
+                    wgmma_m64n256<T>(d, a, bd, 1);
+                }
+            } else {
+                const unsigned long long a = wgmma_descriptor(stage + c * A_BYTES + wg * 64 * 16, GI_BM * 16, 128);
+                const unsigned long long bd = wgmma_descriptor(stage + CB * A_BYTES + c * B_BYTES, 16, 128);
+                wgmma_m64n256<T>(d, a, bd, 1);
+            }
         }
         wgmma_commit();
         wgmma_wait<1>();
-        if (kb > 0 && lane == 0) mbarrier_arrive(empty + 8 * ((kb - 1) % GI_STAGES));  // this warp's MMAs of k-block kb - 1 retired
+        if (kb > 0 && lane == 0) mbarrier_arrive(empty + 8 * ((kb - 1) % STAGES));  // this warp's MMAs of k-block kb - 1 retired
     }
     wgmma_wait<0>();
     pin(d);  // the epilogue reads the accumulators after the wait
 
-    // Epilogue: rows 64 wg + 16 (warp % 4) + g (+ 8), columns 8 j + 2 t4 (+ 1), two outputs a 4-byte value.
+    // Epilogue: rows 64 wg + 16 (warp % 4) + g (+ 8), columns 8 j + 2 t4 (+ 1), two outputs a store (4 bytes
+    // 16-bit, 8 float).
     const int g = lane / 4, t4 = lane % 4;
+    auto store2 = [&](void* to, float first, float second) {
+        if constexpr (TF32)
+            *reinterpret_cast<float2*>(to) = make_float2(first, second);
+        else
+            *reinterpret_cast<unsigned*>(to) = pack2<T>(first, second);
+    };
     if (staged) {
         __syncthreads();  // every warpgroup's MMAs have retired and every copy has landed: the buffers are free
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            unsigned char* const row = smem + (64 * wg + 16 * (warp % 4) + g + 8 * half) * GI_ROW + 4 * t4;
+            unsigned char* const row = smem + (64 * wg + 16 * (warp % 4) + g + 8 * half) * L::ROW + 2 * sizeof(T) * t4;
 #pragma unroll
-            for (int j = 0; j < 32; ++j)
-                *reinterpret_cast<unsigned*>(row + 16 * j) = pack2<T>(d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
+            for (int j = 0; j < 32; ++j) store2(row + 8 * sizeof(T) * j, d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
         }
         __syncthreads();
         store_staged();
@@ -264,8 +372,7 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
             const int l = l0 + 8 * j + 2 * t4;
-            if (l < in_w)  // in_w even: l + 1 too
-                *reinterpret_cast<unsigned*>(out + l) = pack2<T>(d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
+            if (l < in_w) store2(out + l, d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);  // in_w even: l + 1 too
         }
     }
 #endif

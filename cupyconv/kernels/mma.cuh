@@ -14,6 +14,18 @@ __device__ __forceinline__ void cp_async16_to(unsigned dst, const void* src, boo
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) { cp_async16_to(shared_address(dst), src, valid); }
+// 16 bytes global -> shared through L1 (cp.async.ca); zeros where !valid.
+// Where the lanes of one copy split a 32-byte sector between shared-memory
+// destinations that are not contiguous (grad_input_overlap's float planes),
+// .cg fetched the sector from L2 once per lane (50% more L2 -> SM bytes,
+// perf notes v40); through L1 the second lane's read hits the line.
+__device__ __forceinline__ void cp_async16_l1(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+// The same where the source is known to be inside its array (no src-size operand).
+__device__ __forceinline__ void cp_async16_l1_inside(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(shared_address(dst)), "l"(src) : "memory");
+}
 // 8 or 4 bytes global -> shared (cp.async.ca: .cg takes only 16-byte copies).
 template <int BYTES>
 __device__ __forceinline__ void cp_async_small(void* dst, const void* src, bool valid) {
