@@ -1705,8 +1705,7 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     depthwise_backward, large 1D problems with few channels a group (see
     _kernels.grouped_backward_applies) from one pass of grouped_backward.
     16-bit 1D problems of stride 8 with 9 to 16 taps run grad_input_overlap
-    and grad_weight_overlap on Hopper (float32 "tf32": grad_input_overlap's
-    TF32 build).  Large strided 1D problems with
+    and grad_weight_overlap on Hopper (float32 "tf32": their TF32 builds).  Large strided 1D problems with
     contiguous taps run
     grad_input_taps and grad_weight_taps on tensor cores; large float32
     strided 1D problems whose taps land on one phase of grad_output run
@@ -2166,20 +2165,22 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 # rows read in place as the A operand of rows (output channel, phase).
 # Warp-specialized like grad_input_overlap, one tap a consumer warpgroup over
 # 256 input channels: X2's 16-bit grad_weight 0.65-0.88 -> 0.51-0.64 ms
-# (H100, perf notes v37).
+# (H100, perf notes v37).  Its float build takes float32 "tf32" there too
+# (the caller routes one pass only; v40).
 USE_GRAD_WEIGHT_OVERLAP = True
 
 
 def _grad_weight_overlap_copy(geometry: Geometry, dtype: str, gy4, x4) -> int:
     """The kernel's grad_output copy size (16 or 8 bytes), or 0 where it does not apply."""
+    itemsize = 4 if dtype == "float32" else 2
     if not (
-        dtype in _kernels.OVERLAP_DTYPES and _kernels._is_1d(geometry) and geometry.groups == 1
+        (dtype in _kernels.OVERLAP_DTYPES or dtype == "float32") and _kernels._is_1d(geometry) and geometry.groups == 1
         and geometry.stride[1] == 8 and geometry.dilation[1] == 1 and 8 < geometry.kernel[1] <= 16
-        and geometry.in_size[1] % 8 == 0 and x4.data.ptr % 16 == 0
+        and geometry.in_size[1] * itemsize % 16 == 0 and x4.data.ptr % 16 == 0
     ):  # fmt: skip
         return 0
-    for copy in _kernels.GRAD_WEIGHT_OVERLAP_COPIES:
-        unit = copy // 2
+    for copy in _kernels.grad_weight_overlap_layout(dtype)[2]:
+        unit = copy // itemsize
         if geometry.padding[1] % unit == 0 and geometry.out_size[1] % unit == 0 and gy4.data.ptr % copy == 0:
             return copy
     return 0
@@ -2194,14 +2195,15 @@ def _grad_weight_overlap_plan(geometry: Geometry, dtype: str, index: str, multip
     batch, _, _, in_w = geometry.input_shape4
     co_tiles = -(-out_channels // _kernels.GRAD_WEIGHT_OVERLAP_CO)
     ci_tiles = -(-channels // _kernels.GRAD_WEIGHT_OVERLAP_BN)
-    items = batch * -(-in_w // _kernels.GRAD_WEIGHT_OVERLAP_P)
+    positions, shared, _ = _kernels.grad_weight_overlap_layout(dtype)
+    items = batch * -(-in_w // positions)
     independent = co_tiles * ci_tiles
 
     def filled(splits):  # the fraction of its waves' block slots a grid uses
         blocks = independent * splits
         return blocks / (-(-blocks // multiprocessors) * multiprocessors)
 
-    most = max(1, min(8, items // 16))  # items of 16 or more a split
+    most = max(1, min(8, items // (16 * _kernels.GRAD_WEIGHT_OVERLAP_P // positions)))  # 1024 positions or more a split
     splits = max(range(1, most + 1), key=lambda s: (round(filled(s), 2), -s))
     per_split = -(-items // splits)
     splits = -(-items // per_split)
@@ -2210,8 +2212,7 @@ def _grad_weight_overlap_plan(geometry: Geometry, dtype: str, index: str, multip
     )  # fmt: skip
     name = _kernels.grad_weight_overlap_name(dtype, index, copy)
     partial = _Launch(
-        "grad_weight_overlap.cu", name, _blocks_for(independent * splits), _kernels.GRAD_WEIGHT_OVERLAP_THREADS, scalars,
-        _kernels.GRAD_WEIGHT_OVERLAP_SHARED,
+        "grad_weight_overlap.cu", name, _blocks_for(independent * splits), _kernels.GRAD_WEIGHT_OVERLAP_THREADS, scalars, shared,
     )  # fmt: skip
     count = math.prod(geometry.weight_shape4)
     return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors, "float")
@@ -2222,7 +2223,7 @@ def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     if not USE_GRAD_WEIGHT_OVERLAP or _compute_capability() != 90:
         return False
     copy = _grad_weight_overlap_copy(geometry, dtype, gy4, x4)
-    if not copy or _kernels.GRAD_WEIGHT_OVERLAP_SHARED > _max_shared():
+    if not copy or _kernels.grad_weight_overlap_layout(dtype)[1] > _max_shared():
         return False
     multiprocessors = _multiprocessors()
     _run_split_reduction(

@@ -2564,17 +2564,19 @@ GRAD_WEIGHT_OVERLAP_CASES = [
 ]
 
 
-@pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("mode", OVERLAP_MODES, ids=["float16", "bfloat16", "tf32"])
 @pytest.mark.parametrize(("case", "copy"), GRAD_WEIGHT_OVERLAP_CASES, ids=[str(c) for c, _ in GRAD_WEIGHT_OVERLAP_CASES])
 def test_grad_weight_overlap(case, copy, mode, monkeypatch):
     """grad_weight_overlap (routed) against float64, within twice torch's
-    error (test_backward), with the copy size and the splits expected, its
-    float partials summed by sum_splits' float build; and bitwise the same
-    on a second run."""
+    error (test_backward), with the copy size and the splits expected (the
+    float build copies 16 bytes, 4 elements, in every case), its float
+    partials summed by sum_splits' float build; and bitwise the same on a
+    second run."""
     from cupyconv import _cuda
 
     if _cuda._compute_capability() != 90:
         pytest.skip("grad_weight_overlap is built for compute capability 9.0 only")
+    copy = 16 if mode[0] == "float32" else copy
     ran, launch = [], _cuda._launch
     monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append((plan.name, plan.blocks)), launch(plan, arrays))[1])
     test_backward(case, mode)
@@ -2611,8 +2613,13 @@ def test_grad_weight_overlap_declines():
         assert not _cuda._grad_weight_overlap_copy(g, "float16", aligned, aligned)
     g = _geometry.make_geometry(1, (2, 16, 64), (16, 8, 16), None, 8, 4, 0, 1, 1)
     assert _cuda._grad_weight_overlap_copy(g, "float16", aligned, aligned) == 8
-    assert not _cuda._grad_weight_overlap_copy(g, "float32", aligned, aligned)
     assert not _cuda._grad_weight_overlap_copy(g, "float16", aligned, aligned[1:])  # x not 16-byte aligned
+    # float ("tf32"; the caller routes one pass only): 16-byte copies, x rows of whole 16 bytes
+    assert _cuda._grad_weight_overlap_copy(g, "float32", aligned, aligned) == 16
+    assert not _cuda._grad_weight_overlap_copy(g, "float32", aligned[4:], aligned)  # grad_output 8 bytes off
+    g = _geometry.make_geometry(1, (2, 16, 66), (16, 8, 16), None, 8, 4, 0, 1, 1)
+    assert not _cuda._grad_weight_overlap_copy(g, "float32", aligned, aligned)
+    assert not _cuda._grad_weight_overlap_copy(g, "float64", aligned, aligned)
 
 
 # conv_direct, forced onto every case (small calls included): a row tail of

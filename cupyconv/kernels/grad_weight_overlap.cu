@@ -44,10 +44,24 @@
 // when every consumer warp has arrived, once its MMAs of the buffer's item
 // retired.
 //
+// float in TF32 (perf notes v40): wgmma transposes no 32-bit operand, so
+// A comes from registers (wgmma.m64n256k8 with A in registers): each
+// consumer thread loads its fragment of G from the stretch (laid out as it
+// lies: position m's 8 phases in 32 bytes, conflict-free 4-byte loads),
+// rounding it to TF32 as it loads.  Items are GWO_TF32_P = 32 positions, so
+// that x's rows are again 128 bytes (the same swizzled atoms and
+// descriptors); the producer rounds its own x chunks in place once they
+// have landed (GWO_TF32_LAG items after issuing them), fences them for the
+// tensor cores and then arrives on "full".  A consumer waits for its MMAs
+// fragment of a k-step while the MMA of the k-step before runs, in two
+// register sets (an MMA reads its registers as it runs), and waits for its
+// MMAs of an item before the next; the other warpgroup's MMAs fill that time.
+//
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), stride 8, 9 to 16 taps, padding a multiple of
-// COPY / 2, grad_output rows a multiple of COPY / 2 elements and
-// COPY-aligned, x rows a multiple of 8 elements and 16-byte aligned.
+// COPY / sizeof(T), grad_output rows a multiple of COPY / sizeof(T)
+// elements and COPY-aligned (float: COPY 16), x rows a multiple of 16 bytes
+// and 16-byte aligned.
 #include "common.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
@@ -55,13 +69,26 @@
 constexpr int GWO_THREADS = 384;                    // two consumer warpgroups, then the producer
 constexpr int GWO_CO = 8;                           // output channels a block (64 GEMM rows)
 constexpr int GWO_BN = 256;                         // input channels a block
-constexpr int GWO_P = 64;                           // positions an item
+constexpr int GWO_P = 64;                           // positions an item (16-bit)
+constexpr int GWO_TF32_P = 32;                      // positions an item (float)
 constexpr int GWO_STAGES = 5;                       // buffers
-constexpr int GWO_X_BYTES = GWO_BN * GWO_P * 2;     // one swizzled atom, 1024-byte aligned
-constexpr int GWO_ROW_BYTES = (GWO_P + 1) * 16;     // a channel's stretch: positions l0 .. l0 + GWO_P
-constexpr int GWO_CHUNK = GWO_ROW_BYTES + 16;       // its stride in shared memory
-constexpr int GWO_WINDOW_BYTES = GWO_CO * GWO_CHUNK;
-constexpr int GWO_BARRIERS = GWO_STAGES * (GWO_X_BYTES + GWO_WINDOW_BYTES);  // the buffers' mbarriers (full, empty) after them
+constexpr int GWO_TF32_LAG = 2;                     // items between a float buffer's copies and its rounding
+static_assert(GWO_TF32_LAG + 2 <= GWO_STAGES, "the producer's wait for a free buffer needs the consumers to have the item it rounds last");
+
+// The shared-memory layout of the element type's build: x's swizzled atom
+// (256 rows of 128 bytes, 1024-byte aligned), the GWO_CO stretches of
+// positions l0 .. l0 + P (8 phases each), their stride, the buffers' mbarriers (full, empty) after them.
+template <typename T>
+struct GwoLayout {
+    static constexpr bool TF32 = sizeof(T) == 4;
+    static constexpr int P = TF32 ? GWO_TF32_P : GWO_P;
+    static constexpr int X_BYTES = GWO_BN * P * static_cast<int>(sizeof(T));
+    static constexpr int ROW_BYTES = (P + 1) * 8 * static_cast<int>(sizeof(T));
+    static constexpr int CHUNK = ROW_BYTES + 16;
+    static constexpr int WINDOW_BYTES = GWO_CO * CHUNK;
+    static constexpr int BARRIERS = GWO_STAGES * (X_BYTES + WINDOW_BYTES);
+    static_assert(X_BYTES == GWO_BN * 128, "x rows of 128 bytes");
+};
 
 template <typename T, typename Index, int COPY>
 __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
@@ -71,11 +98,14 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     int batch, int in_channels, int out_channels, int in_w, int out_w, int kernel_w, int padding, int per_split, int co_tiles,
     int ci_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(sizeof(T) == 2, "16-bit operands only (wgmma transposes no others)");
-    static_assert(COPY == 16 || COPY == 8, "copies of 16 or 8 bytes");
-    constexpr int UNIT = COPY / 2;                      // elements a copy
-    constexpr int PER_ROW = GWO_ROW_BYTES / COPY;       // copies a channel's stretch
-    static_assert(GWO_BN * GWO_P / 8 % 128 == 0 && GWO_P == 64, "x copies: whole tasks a producer thread, rows of 64 positions");
+    typedef GwoLayout<T> L;
+    constexpr bool TF32 = L::TF32;
+    constexpr int P = L::P, X_BYTES = L::X_BYTES, CHUNK = L::CHUNK, WINDOW_BYTES = L::WINDOW_BYTES, BARRIERS = L::BARRIERS;
+    static_assert(COPY == 16 || (COPY == 8 && !TF32), "copies of 16 or (16-bit) 8 bytes");
+    constexpr int UNIT = COPY / sizeof(T);               // elements a copy
+    constexpr int V = 16 / sizeof(T);                    // elements an x chunk
+    constexpr int PER_ROW = L::ROW_BYTES / COPY;         // copies a channel's stretch
+    static_assert(GWO_BN * P / V % 128 == 0 && P * sizeof(T) == 128, "x copies: whole tasks a producer thread, rows of 128 bytes");
     extern __shared__ __align__(1024) unsigned char smem[];  // x atoms (1024-byte aligned) first, then the stretches, then the mbarriers
     const int tid = threadIdx.x, warpgroup = tid / 128;
 
@@ -85,10 +115,10 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     const int co_tile = b % co_tiles;
     const int split = b / co_tiles;
     const int ci0 = ci_tile * GWO_BN, co0 = co_tile * GWO_CO;
-    const int per_image = (in_w + GWO_P - 1) / GWO_P;
+    const int per_image = (in_w + P - 1) / P;
     const int first = split * per_split;
     const int steps = max(0, min(batch * per_image, first + per_split) - first);
-    const unsigned base = shared_address(smem), full = base + GWO_BARRIERS, empty = full + GWO_STAGES * 8;
+    const unsigned base = shared_address(smem), full = base + BARRIERS, empty = full + GWO_STAGES * 8;
 
     if (tid == 0) {
         for (int s = 0; s < GWO_STAGES; ++s) {
@@ -104,14 +134,14 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
         // in_w and outside grad_output's row.  Thread p copies x's 16-byte chunk c = p % 8 of channel rows
         // p / 8 + 16 i, and the stretches' pieces t = p + 128 j (channel t / PER_ROW, piece t % PER_ROW).
         const int p = tid - 256, c = p % 8;
-        constexpr int X_PER = GWO_BN * GWO_P / 8 / 128, PIECES = GWO_CO * PER_ROW, G_PER = (PIECES + 127) / 128;
+        constexpr int X_PER = GWO_BN * P / V / 128, PIECES = GWO_CO * PER_ROW, G_PER = (PIECES + 127) / 128;
         Index x_offset[X_PER];
         bool x_inside[X_PER];
 #pragma unroll
         for (int i = 0; i < X_PER; ++i) {
             const int ci = ci0 + p / 8 + 16 * i;
             x_inside[i] = ci < in_channels;
-            x_offset[i] = static_cast<Index>(x_inside[i] ? ci : 0) * in_w + 8 * c;
+            x_offset[i] = static_cast<Index>(x_inside[i] ? ci : 0) * in_w + V * c;
         }
         const unsigned x_dst = (p / 8) * 128 + (c ^ (p / 8 % 8)) * 16;  // + 2048 i: rows 16 apart keep their swizzle
         const bool whole_tile = ci0 + GWO_BN <= in_channels && co0 + GWO_CO <= out_channels;
@@ -123,20 +153,37 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
             const int t = p + 128 * j, r = t / PER_ROW, u = t % PER_ROW;
             g_inside[j] = t < PIECES && co0 + r < out_channels;
             g_offset[j] = static_cast<Index>(g_inside[j] ? co0 + r : 0) * out_w + u * UNIT;
-            g_dst[j] = r * GWO_CHUNK + u * COPY;
+            g_dst[j] = r * CHUNK + u * COPY;
         }
+        // float: round this thread's x chunks of item k's buffer in place (they have landed), make them visible
+        // to the tensor cores, and count this thread in on "full".
+        auto round_chunks = [&](int k) {
+            const int s = k % GWO_STAGES;
+#pragma unroll
+            for (int i = 0; i < X_PER; ++i) {
+                uint4* const q = reinterpret_cast<uint4*>(smem + s * X_BYTES + x_dst + 2048 * i);
+                uint4 v = *q;
+                v.x = to_tf32(__uint_as_float(v.x));
+                v.y = to_tf32(__uint_as_float(v.y));
+                v.z = to_tf32(__uint_as_float(v.z));
+                v.w = to_tf32(__uint_as_float(v.w));
+                *q = v;
+            }
+            fence_proxy_async();
+            mbarrier_arrive(full + 8 * s);
+        };
 #pragma unroll 1
         for (int k = 0; k < steps; ++k) {
             const int s = k % GWO_STAGES;
             if (k >= GWO_STAGES) mbarrier_wait(empty + 8 * s, (k / GWO_STAGES - 1) & 1);  // item k - GWO_STAGES is done with it
             const int item = first + k;
-            const int n = item / per_image, l0 = item % per_image * GWO_P;
+            const int n = item / per_image, l0 = item % per_image * P;
             const T* const x_row = x + static_cast<Index>(n) * in_channels * in_w + l0;
-            unsigned char* const xd = smem + s * GWO_X_BYTES + x_dst;
+            unsigned char* const xd = smem + s * X_BYTES + x_dst;
             const int e0 = 8 * l0 - padding;  // a multiple of UNIT
             const T* const g_row = gy + static_cast<Index>(n) * out_channels * out_w + e0;
-            unsigned char* const wd = smem + GWO_STAGES * GWO_X_BYTES + s * GWO_WINDOW_BYTES;
-            if (whole_tile && l0 + GWO_P <= in_w && e0 >= 0 && e0 + PER_ROW * UNIT <= out_w) {
+            unsigned char* const wd = smem + GWO_STAGES * X_BYTES + s * WINDOW_BYTES;
+            if (whole_tile && l0 + P <= in_w && e0 >= 0 && e0 + PER_ROW * UNIT <= out_w) {
                 // every copy inside its array (all but the items at a row's ends): no bounds, no predicates
 #pragma unroll
                 for (int i = 0; i < X_PER; ++i) cp_async_inside<16>(xd + 2048 * i, x_row + x_offset[i]);
@@ -146,7 +193,7 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
                     cp_async_inside<COPY>(wd + g_dst[j], g_row + g_offset[j]);
                 }
             } else {
-                const bool x_here = l0 + 8 * c < in_w;  // in_w % 8 == 0: a chunk is all or nothing
+                const bool x_here = l0 + V * c < in_w;  // in_w % V == 0: a chunk is all or nothing
 #pragma unroll
                 for (int i = 0; i < X_PER; ++i) {
                     const bool valid = x_here && x_inside[i];
@@ -155,7 +202,7 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
 #pragma unroll
                 for (int j = 0; j < G_PER; ++j) {
                     if (PIECES % 128 != 0 && j == G_PER - 1 && p >= PIECES % 128) break;
-                    const int e = e0 + static_cast<int>(g_dst[j] % GWO_CHUNK) / COPY * UNIT;
+                    const int e = e0 + static_cast<int>(g_dst[j] % CHUNK) / COPY * UNIT;
                     const bool valid = g_inside[j] && e >= 0 && e < out_w;  // out_w % UNIT == 0: all or nothing
                     const T* const src = valid ? g_row + g_offset[j] : gy;
                     if constexpr (COPY == 16)
@@ -164,9 +211,19 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
                         cp_async_small<8>(wd + g_dst[j], src, valid);
                 }
             }
-            cp_async_arrive_noinc(full + 8 * s);  // once this item's copies have landed
+            if constexpr (TF32) {
+                cp_async_commit();
+                if (k >= GWO_TF32_LAG) {
+                    cp_async_wait_group<GWO_TF32_LAG>();  // item k - LAG's copies have landed
+                    round_chunks(k - GWO_TF32_LAG);
+                }
+            } else {
+                cp_async_arrive_noinc(full + 8 * s);  // once this item's copies have landed
+            }
         }
         cp_async_wait_all();
+        if constexpr (TF32)
+            for (int k = max(steps - GWO_TF32_LAG, 0); k < steps; ++k) round_chunks(k);
         return;
     }
 
@@ -176,32 +233,63 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    const int lane = tid % 32, w = (tid / 32) % 4, g = lane / 4, t4 = lane % 4;
 #pragma unroll 1
     for (int k = 0; k < steps; ++k) {
         const int s = k % GWO_STAGES;
         mbarrier_wait(full + 8 * s, (k / GWO_STAGES) & 1);
-        fence_proxy_async();  // the producer's cp.async writes, for the tensor cores' reads
-        pin(acc);
-        wgmma_fence();
-        const unsigned x_tile = base + s * GWO_X_BYTES;
-        const unsigned window = base + GWO_STAGES * GWO_X_BYTES + s * GWO_WINDOW_BYTES + warpgroup * 16;
+        fence_proxy_async();  // the producer's writes, for the tensor cores' reads
+        const unsigned x_tile = base + s * X_BYTES;
+        if constexpr (TF32) {
+            // A's fragment of k-step ks: rows (co0 + 2 w (+ 1), phase g), positions 8 ks + t4 (+ 4) + tap h,
+            // rounded as it loads, into one of two register sets: k-step ks + 1's loads while ks's MMA runs,
+            // once ks - 1's (the set's last reader) has retired.
+            const float* const window = reinterpret_cast<const float*>(smem + GWO_STAGES * X_BYTES + s * WINDOW_BYTES + 2 * w * CHUNK) +
+                                        8 * (t4 + warpgroup) + g;
+            unsigned a[2][4];
+            auto fragment = [&](int ks, unsigned (&f)[4]) {
+                f[0] = to_tf32(window[64 * ks]);
+                f[1] = to_tf32(window[64 * ks + CHUNK / 4]);
+                f[2] = to_tf32(window[64 * ks + 32]);
+                f[3] = to_tf32(window[64 * ks + CHUNK / 4 + 32]);
+            };
+            fragment(0, a[0]);
+            pin(acc);
 #pragma unroll
-        for (int ks = 0; ks < GWO_P / 16; ++ks) {
-            // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (the next channel) GWO_CHUNK
-            const unsigned long long a = wgmma_descriptor(window + ks * 16 * 16, 128, GWO_CHUNK);
-            // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart, a k-step 32 bytes along the rows
-            const unsigned long long bd = wgmma_descriptor_fields(16, 1024, true) | (((x_tile + ks * 32) >> 4) & 0x3FFF);
-            wgmma_m64k16_mn_a<T, GWO_BN>(acc, a, bd);
+            for (int ks = 0; ks < P / 8; ++ks) {
+                wgmma_fence();
+                // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart, a k-step 32 bytes along the rows
+                const unsigned long long bd = wgmma_descriptor_fields(16, 1024, true) | (((x_tile + ks * 32) >> 4) & 0x3FFF);
+                wgmma_m64n256k8_tf32_rs(acc, a[ks % 2], bd, 1);
+                wgmma_commit();
+                if (ks + 1 < P / 8) {
+                    if (ks > 0) wgmma_wait<1>();
+                    fragment(ks + 1, a[(ks + 1) % 2]);
+                }
+            }
+            wgmma_wait<0>();
+            if (lane == 0) mbarrier_arrive(empty + 8 * s);  // this warp's MMAs of item k retired
+        } else {
+            pin(acc);
+            wgmma_fence();
+            const unsigned window = base + GWO_STAGES * X_BYTES + s * WINDOW_BYTES + warpgroup * 16;
+#pragma unroll
+            for (int ks = 0; ks < P / 16; ++ks) {
+                // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (the next channel) CHUNK
+                const unsigned long long a = wgmma_descriptor(window + ks * 16 * 16, 128, CHUNK);
+                // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart, a k-step 32 bytes along the rows
+                const unsigned long long bd = wgmma_descriptor_fields(16, 1024, true) | (((x_tile + ks * 32) >> 4) & 0x3FFF);
+                wgmma_m64k16_mn_a<T, GWO_BN>(acc, a, bd);
+            }
+            wgmma_commit();
+            wgmma_wait<1>();
+            if (k > 0 && lane == 0) mbarrier_arrive(empty + 8 * ((k - 1) % GWO_STAGES));  // this warp's MMAs of item k - 1 retired
         }
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (k > 0 && tid % 32 == 0) mbarrier_arrive(empty + 8 * ((k - 1) % GWO_STAGES));  // this warp's MMAs of item k - 1 retired
     }
     wgmma_wait<0>();
     pin(acc);
 
     // Accumulator 4 jj + 2 hh + e: row 16 w + g + 8 hh = (channel, j), column 8 jj + 2 t4 + e.
-    const int lane = tid % 32, w = (tid / 32) % 4, g = lane / 4, t4 = lane % 4;
     float* const out = workspace + static_cast<Index>(split) * in_channels * out_channels * kernel_w;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
