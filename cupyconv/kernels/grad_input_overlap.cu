@@ -234,15 +234,7 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
             for (int c = 0; c < CB; ++c)
 #pragma unroll
                 for (int i = 0; i < PER_THREAD; ++i)
-                    if (has(i)) {
-                        uint4* const q = reinterpret_cast<uint4*>(b_stage + c * B_BYTES + 1024 * i);
-                        uint4 v = *q;
-                        v.x = to_tf32(__uint_as_float(v.x));
-                        v.y = to_tf32(__uint_as_float(v.y));
-                        v.z = to_tf32(__uint_as_float(v.z));
-                        v.w = to_tf32(__uint_as_float(v.w));
-                        *q = v;
-                    }
+                    if (has(i)) round_tf32_in_place(b_stage + c * B_BYTES + 1024 * i);
             fence_proxy_async();
             mbarrier_arrive(full + 8 * s);
         };

@@ -160,15 +160,7 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
         auto round_chunks = [&](int k) {
             const int s = k % GWO_STAGES;
 #pragma unroll
-            for (int i = 0; i < X_PER; ++i) {
-                uint4* const q = reinterpret_cast<uint4*>(smem + s * X_BYTES + x_dst + 2048 * i);
-                uint4 v = *q;
-                v.x = to_tf32(__uint_as_float(v.x));
-                v.y = to_tf32(__uint_as_float(v.y));
-                v.z = to_tf32(__uint_as_float(v.z));
-                v.w = to_tf32(__uint_as_float(v.w));
-                *q = v;
-            }
+            for (int i = 0; i < X_PER; ++i) round_tf32_in_place(smem + s * X_BYTES + x_dst + 2048 * i);
             fence_proxy_async();
             mbarrier_arrive(full + 8 * s);
         };

@@ -166,6 +166,17 @@ __device__ __forceinline__ unsigned to_tf32(float v) {
 #endif
     return r;
 }
+// Four floats in shared memory (16 bytes) rounded to TF32 in place, for an
+// operand the tensor cores read from there (they truncate a float's low bits).
+__device__ __forceinline__ void round_tf32_in_place(void* p) {
+    uint4* const q = reinterpret_cast<uint4*>(p);
+    uint4 v = *q;
+    v.x = to_tf32(__uint_as_float(v.x));
+    v.y = to_tf32(__uint_as_float(v.y));
+    v.z = to_tf32(__uint_as_float(v.z));
+    v.w = to_tf32(__uint_as_float(v.w));
+    *q = v;
+}
 // Two values in one register, `first` in the low half (the lower k index).
 template <typename T>
 __device__ __forceinline__ unsigned pack2(float first, float second);
