@@ -1524,21 +1524,35 @@ class _Replay:
         self.key, self.table, self.steps, self.temporaries, self.outputs = key, table, steps, temporaries, outputs
         self.device, self.constants, self.settings, self.alignment = device, constants, settings, alignment  # constants: kept alive
         self.autotune = autotune  # recorded with autotuning on: the tuned tiles' launches
+        # each output and temporary is allocated just before the first launch
+        # that takes it (the GPU starts on the first launch while the host
+        # makes the rest); the outputs no launch takes, after the last
+        made, self.fresh = set(), []
+        for _, slots in steps:
+            fresh = tuple(dict.fromkeys((slot[0], slot[1]) for slot in slots if slot is not None and slot[0] in "ot" and (slot[0], slot[1]) not in made))
+            made.update(fresh)
+            self.fresh.append(fresh)
+        self.rest = tuple(("o", k) for k, o in enumerate(outputs) if o is not None and ("o", k) not in made)
 
     def run(self, inputs, poison: bool = False):
-        outputs = [None if o is None else cupy.empty(*o) for o in self.outputs]
-        temporaries = [cupy.empty(size, dtype=numpy.uint8) for size in self.temporaries]
-        if poison:  # what no launch writes stays 0xFF bytes (NaN in every float type)
-            for a in outputs + temporaries:
-                if a is not None:
-                    a.view(numpy.uint8).fill(255)
-        pointers = {
-            "i": [0 if a is None else a.data.ptr for a in inputs],
-            "o": [0 if a is None else a.data.ptr for a in outputs],
-            "t": [a.data.ptr for a in temporaries],
-        }
-        for packed, slots in self.steps:
+        outputs, temporaries = [None] * len(self.outputs), [None] * len(self.temporaries)
+        pointers = {"i": [0 if a is None else a.data.ptr for a in inputs], "o": [0] * len(outputs), "t": [0] * len(temporaries)}
+
+        def make(kind, k):
+            if kind == "o":
+                a = outputs[k] = cupy.empty(*self.outputs[k])
+            else:
+                a = temporaries[k] = cupy.empty(self.temporaries[k], dtype=numpy.uint8)
+            if poison:  # what no launch writes stays 0xFF bytes (NaN in every float type)
+                a.view(numpy.uint8).fill(255)
+            pointers[kind][k] = a.data.ptr
+
+        for (packed, slots), fresh in zip(self.steps, self.fresh):
+            for kind, k in fresh:
+                make(kind, k)
             packed.launch_pointers([0 if slot is None else slot[1] if slot[0] == "c" else pointers[slot[0]][slot[1]] + slot[2] for slot in slots])
+        for kind, k in self.rest:
+            make(kind, k)
         return outputs
 
     def __call__(self, *inputs):

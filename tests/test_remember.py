@@ -91,6 +91,19 @@ def test_replay_of_a_backward_call():
     ]
     assert replay.temporaries == [2048] and replay.table is table
     assert replay.outputs == [(gi.shape, gi.dtype), (gw.shape, gw.dtype), None]
+    # each made just before the first launch that takes it, none left for after the last
+    assert replay.fresh == [(("o", 0),), (("t", 0),), (("o", 1),)] and replay.rest == ()
+
+
+def test_replay_allocates_before_first_use():
+    """A temporary taken by two launches is made once, before the first; an
+    output no launch takes is made after the last."""
+    workspace = _array(0x50000, 8192)
+    a, b = object(), object()
+    recorder = _recorder([(a, (X, workspace, workspace)), (b, (workspace, Y))], [(0x50000, 8192, 0)])
+    replay = _cuda._replay_of("key", {}, recorder, (X, W, B), (Y, _array(0x60000, 64, shape=(16,))), settings=0)
+    assert replay.fresh == [(("t", 0),), (("o", 0),)]
+    assert replay.rest == (("o", 1),)
 
 
 @pytest.mark.parametrize(
