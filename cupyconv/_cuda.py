@@ -1777,10 +1777,14 @@ def _backward(grad_output, x, weight, geometry: Geometry, output_mask, precision
         if fused is not None:
             grad_input, grad_weight = fused
             want_input = want_weight = False
-    if want_input:
-        grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
+    # grad_weight first: its main kernel needs nothing made in the call, so the
+    # GPU starts on it at once, and grad_input's weight pack and launches are
+    # queued while it runs (launched first, the pack's few microseconds ran
+    # ahead of the host, which left the GPU idle until grad_input's launch)
     if want_weight:
         grad_weight = _grad_weight(gy4, _contiguous4(x, geometry.input_shape4), geometry, precision, out[1])
+    if want_input:
+        grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
     if want_bias:
         grad_bias = _grad_bias(gy4, geometry, out[2])
     return grad_input, grad_weight, grad_bias
