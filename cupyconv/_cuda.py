@@ -1538,14 +1538,16 @@ class _Replay:
         outputs, temporaries = [None] * len(self.outputs), [None] * len(self.temporaries)
         pointers = {"i": [0 if a is None else a.data.ptr for a in inputs], "o": [0] * len(outputs), "t": [0] * len(temporaries)}
 
-        def make(kind, k):
+        def make(kind, k):  # a temporary is pool memory alone (cheaper to make than an array)
             if kind == "o":
                 a = outputs[k] = cupy.empty(*self.outputs[k])
+                memory, size = a.data, a.nbytes
             else:
-                a = temporaries[k] = cupy.empty(self.temporaries[k], dtype=numpy.uint8)
-            if poison:  # what no launch writes stays 0xFF bytes (NaN in every float type)
-                a.view(numpy.uint8).fill(255)
-            pointers[kind][k] = a.data.ptr
+                memory = temporaries[k] = cupy.cuda.alloc(self.temporaries[k])
+                size = self.temporaries[k]
+            if poison and size:  # what no launch writes stays 0xFF bytes (NaN in every float type)
+                memory.memset_async(255, size)
+            pointers[kind][k] = memory.ptr
 
         for (packed, slots), fresh in zip(self.steps, self.fresh):
             for kind, k in fresh:
