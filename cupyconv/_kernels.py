@@ -633,7 +633,7 @@ def pack_fold_weight_name(dtype: str) -> str:
 OVERLAP_THREADS = 384  # two consumer warpgroups and a producer
 OVERLAP_BM = 128  # input channels a block
 OVERLAP_BN = 256  # input positions a block
-OVERLAP_CB = 4  # output channels a k-block
+OVERLAP_CB = 6  # output channels a k-block
 OVERLAP_STAGES = 4
 OVERLAP_STAGE_BYTES = OVERLAP_CB * (OVERLAP_BM * 32 + (8 * OVERLAP_BN + 8) * 2 + 16)
 OVERLAP_SHARED = OVERLAP_STAGES * OVERLAP_STAGE_BYTES + OVERLAP_STAGES * 16  # the buffers, then their mbarriers (full, empty)

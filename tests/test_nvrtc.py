@@ -345,7 +345,7 @@ def test_grad_input_overlap_compiles_for_sm_90a_without_spills():
     assert "STAGE_BYTES = CB * (A_BYTES + B_BYTES);" in text and "SHARED = STAGES * STAGE_BYTES + STAGES * 16;" in text
     assert _kernels.overlap_layout("float16") == (_kernels.OVERLAP_CB, _kernels.OVERLAP_SHARED)
     assert _kernels.overlap_layout("float32") == (_kernels.OVERLAP_TF32_CB, _kernels.OVERLAP_TF32_SHARED)
-    assert _kernels.OVERLAP_SHARED == 4 * 4 * (4096 + 4128) + 64 and _kernels.OVERLAP_TF32_SHARED == 6 * 2 * (8192 + 8224) + 96
+    assert _kernels.OVERLAP_SHARED == 4 * 6 * (4096 + 4128) + 64 and _kernels.OVERLAP_TF32_SHARED == 6 * 2 * (8192 + 8224) + 96
     names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_input_overlap.cu"]
     kernels = [name for name in names if name.startswith("grad_input_overlap<")]
     assert len(kernels) == (len(_kernels.OVERLAP_DTYPES) + 1) * len(_kernels.INDEX_TYPES)  # and float (TF32)

@@ -22,7 +22,7 @@
 // A block owns 128 input channels x GI_BN = 256 positions of one image and
 // is three warpgroups, specialized (perf notes v37):
 // - two consumers: warpgroup h issues wgmma.m64n256k16 on channels 64h..
-//   and nothing else in its k-block loop (wait for the buffer, 4 MMAs,
+//   and nothing else in its k-block loop (wait for the buffer, GI_CB MMAs,
 //   release the buffer of the k-block before once those MMAs retired);
 // - one producer, which fills GI_STAGES buffers of GI_CB output channels:
 //   A, the packed weight (pack_overlap_weight: per output channel and tile
@@ -72,7 +72,7 @@
 constexpr int GI_THREADS = 384;  // two consumer warpgroups, then the producer
 constexpr int GI_BM = 128;       // input channels a block
 constexpr int GI_BN = 256;       // input positions a block
-constexpr int GI_CB = 4;         // output channels a k-block (16-bit)
+constexpr int GI_CB = 6;         // output channels a k-block (16-bit; 4 took 3% longer on X2, perf notes v43)
 constexpr int GI_STAGES = 4;
 constexpr int GI_TF32_CB = 2;    // output channels a k-block (float)
 constexpr int GI_TF32_STAGES = 6;
