@@ -634,8 +634,8 @@ OVERLAP_THREADS = 384  # two consumer warpgroups and a producer
 OVERLAP_BM = 128  # input channels a block
 OVERLAP_BN = 256  # input positions a block
 OVERLAP_CB = 6  # output channels a k-block
-OVERLAP_STAGES = 4
-OVERLAP_STAGE_BYTES = OVERLAP_CB * (OVERLAP_BM * 32 + (8 * OVERLAP_BN + 8) * 2 + 16)
+OVERLAP_STAGES = 8
+OVERLAP_STAGE_BYTES = OVERLAP_CB * ((8 * OVERLAP_BN + 8) * 2 + 16)  # B's stretches (A from registers, perf notes v43)
 OVERLAP_SHARED = OVERLAP_STAGES * OVERLAP_STAGE_BYTES + OVERLAP_STAGES * 16  # the buffers, then their mbarriers (full, empty)
 OVERLAP_DTYPES = ("float16", "bfloat16")
 # Its float build (TF32, perf notes v40): two k8 steps an output channel, the

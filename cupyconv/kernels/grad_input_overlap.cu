@@ -24,20 +24,30 @@
 // - two consumers: warpgroup h issues wgmma.m64n256k16 on channels 64h..
 //   and nothing else in its k-block loop (wait for the buffer, GI_CB MMAs,
 //   release the buffer of the k-block before once those MMAs retired);
-// - one producer, which fills GI_STAGES buffers of GI_CB output channels:
-//   A, the packed weight (pack_overlap_weight: per output channel and tile
-//   of 128 input channels, the 4 KB of the shared-memory layout), by one
-//   bulk copy an output channel; B, the grad_output stretch (8 * GI_BN + 8
-//   elements an output channel), by 8-byte cp.async (the stretch starts 8
-//   bytes past a 16-byte boundary when padding is 4 mod 8, which bulk
-//   copies cannot take).
-// Each buffer has two mbarriers.  "full" completes when A's bytes have
-// landed and the B copies of every producer thread have (each thread's
+// - one producer, which fills GI_STAGES buffers of GI_CB output channels
+//   with B, the grad_output stretch (8 * GI_BN + 8 elements an output
+//   channel), by 8-byte cp.async (the stretch starts 8 bytes past a 16-byte
+//   boundary when padding is 4 mod 8, which neither bulk copies nor TMA
+//   can take: perf notes v43).
+// A, the packed weight (pack_overlap_weight: per output channel and tile of
+// 128 input channels, the 4 KB of the shared-memory layout), is the MMAs'
+// register operand in the 16-bit builds (wgmma with A in registers, perf
+// notes v43): each consumer thread loads its fragment of an output channel,
+// four words, from the packed weight in L2 (not allocated in L1) a k-block
+// ahead, into the register set the MMAs of the k-block before have
+// released.  The float build still has the producer copy A into the
+// buffers, one bulk copy an output channel (A from registers is untried
+// there).  The consumers' 128 accumulators and two sets
+// of fragments pass the 168 registers a thread of a 384-thread block gets,
+// so the 16-bit builds move registers from the producer (setmaxnreg: 40)
+// to the consumers (232).
+// Each buffer has two mbarriers.  "full" completes when the B copies of
+// every producer thread have landed (each thread's
 // cp.async.mbarrier.arrive; the consumers fence the data for the tensor
-// cores after their wait); "empty" when every consumer warp has arrived,
-// once its MMAs of the buffer's k-block have retired.  No block-wide
-// barrier in the loop: the consumers only wait for data, the producer only
-// for free buffers.
+// cores after their wait), and for float A's bytes; "empty" when every
+// consumer warp has arrived, once its MMAs of the buffer's k-block have
+// retired.  No block-wide barrier in the loop: the consumers only wait for
+// data, the producer only for free buffers.
 //
 // float in TF32 (perf notes v40): the same GEMM with two wgmma.m64n256k8
 // k-steps an output channel (taps 0-7, 8-15), GI_TF32_CB output channels a
@@ -73,12 +83,14 @@ constexpr int GI_THREADS = 384;  // two consumer warpgroups, then the producer
 constexpr int GI_BM = 128;       // input channels a block
 constexpr int GI_BN = 256;       // input positions a block
 constexpr int GI_CB = 6;         // output channels a k-block (16-bit; 4 took 3% longer on X2, perf notes v43)
-constexpr int GI_STAGES = 4;
+constexpr int GI_STAGES = 8;       // 16-bit: the buffers hold B only
 constexpr int GI_TF32_CB = 2;    // output channels a k-block (float)
 constexpr int GI_TF32_STAGES = 6;
 constexpr int GI_TF32_LAG = 2;   // k-blocks between a float buffer's copies and its rounding
 constexpr int GI_PIECES = 2 * GI_BN + 2;  // 4-element pieces of an output channel's stretch
 constexpr int GI_PLANE = (GI_BN + 1) * 16;  // float: one plane of the stretch's 16-byte chunks
+constexpr int GI_PRODUCER_REGS = 40;    // 16-bit: setmaxnreg's registers a producer thread,
+constexpr int GI_CONSUMER_REGS = 232;   // and a consumer thread
 static_assert(GI_TF32_LAG + 2 <= GI_TF32_STAGES, "the producer's wait for a free buffer needs the consumers to have the k-block it rounds last");
 
 // The shared-memory layout of the element type's build: one output channel's
@@ -90,14 +102,15 @@ struct GiLayout {
     static constexpr bool TF32 = sizeof(T) == 4;
     static constexpr int CB = TF32 ? GI_TF32_CB : GI_CB;
     static constexpr int STAGES = TF32 ? GI_TF32_STAGES : GI_STAGES;
-    static constexpr int A_BYTES = GI_BM * 16 * static_cast<int>(sizeof(T));
+    static constexpr int A_BYTES = TF32 ? GI_BM * 16 * static_cast<int>(sizeof(T)) : 0;  // 16-bit: A from registers
     static constexpr int B_BYTES = TF32 ? 2 * GI_PLANE : (8 * GI_BN + 8) * 2 + 16;
     static constexpr int STAGE_BYTES = CB * (A_BYTES + B_BYTES);
     static constexpr int SHARED = STAGES * STAGE_BYTES + STAGES * 16;
     static constexpr int ROW = GI_BN * static_cast<int>(sizeof(T)) + (TF32 ? 32 : 16);  // padded: no bank conflicts
     static_assert(STAGE_BYTES % 16 == 0 && GI_BM * ROW <= STAGES * STAGE_BYTES, "16-byte aligned buffers; the staged tile fits in them");
 };
-static_assert(GiLayout<half_t>::A_BYTES == 4096 && GiLayout<float>::A_BYTES == 8192, "4 or 8 KB of A an output channel");
+static_assert(GiLayout<half_t>::A_BYTES == 0 && GiLayout<float>::A_BYTES == 8192, "16-bit A from registers; 8 KB of float A an output channel");
+static_assert(128 * GI_PRODUCER_REGS + 256 * GI_CONSUMER_REGS <= 65536, "setmaxnreg within the register file");
 
 // The packed weight: [co][ci tile][chunk q][row m][V taps], V = 16 bytes of
 // T (8 taps 16-bit, 4 float), output channels padded to co_padded, input
@@ -160,6 +173,27 @@ CUPYCONV_WGMMA_M64N256(half_t, "m64n256k16.f32.f16.f16", "1, 1, 0, 0")
 CUPYCONV_WGMMA_M64N256(bfloat16_t, "m64n256k16.f32.bf16.bf16", "1, 1, 0, 0")
 CUPYCONV_WGMMA_M64N256(float, "m64n256k8.f32.tf32.tf32", "1, 1")
 #undef CUPYCONV_WGMMA_M64N256
+// The same with A (64 x 16, 16-bit) from registers: warp w of the warpgroup holds rows 16 w.., lane (g, t4)
+// a[0] = row g taps 2 t4, 2 t4 + 1; a[1] = row g + 8; a[2] = row g taps 2 t4 + 8, + 9; a[3] = row g + 8 (mma.sync's A).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256_rs(float (&d)[128], const unsigned (&a)[4], unsigned long long b);
+#define CUPYCONV_WGMMA_M64N256_RS(TYPE, SHAPE_TYPES)                                                                   \
+    template <>                                                                                                  \
+    __device__ __forceinline__ void wgmma_m64n256_rs<TYPE>(float (&d)[128], const unsigned (&a)[4], unsigned long long b) { \
+        asm volatile("wgmma.mma_async.sync.aligned." SHAPE_TYPES " "                              \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, 1, 1, 1, 0;\n" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                                                         \
+    }
+CUPYCONV_WGMMA_M64N256_RS(half_t, "m64n256k16.f32.f16.f16")
+CUPYCONV_WGMMA_M64N256_RS(bfloat16_t, "m64n256k16.f32.bf16.bf16")
+#undef CUPYCONV_WGMMA_M64N256_RS
+// A word of the packed weight from global memory, not allocated in L1.
+__device__ __forceinline__ unsigned load_word_no_l1(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    return v;
+}
 #endif
 
 template <typename T, typename Index>
@@ -211,6 +245,7 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
         // channel (8 bytes 16-bit, 16 float): their offsets in the row and whether they lie in it are the same
         // for every channel, and so is where they go (16-bit: 8 v bytes on; float: plane v % 2 = p % 2, its
         // row v / 2 = p / 2 + 64 i).
+        if constexpr (!TF32) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(GI_PRODUCER_REGS) : "memory");
         const int p = tid - 256;
         constexpr int PIECE = 4 * sizeof(T), PER_THREAD = (GI_PIECES + 127) / 128;
         int offset[PER_THREAD];
@@ -243,7 +278,7 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
             const int s = kb % STAGES;
             if (kb >= STAGES) mbarrier_wait(empty + 8 * s, (kb / STAGES - 1) & 1);  // k-block kb - STAGES is done with it
             const unsigned stage = base + s * STAGE_BYTES;
-            if (p == 0) {
+            if (TF32 && p == 0) {  // float's A (16-bit: the consumers load theirs)
                 mbarrier_expect_tx(full + 8 * s, CB * A_BYTES);
 #pragma unroll
                 for (int c = 0; c < CB; ++c)
@@ -306,8 +341,49 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     float d[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    if constexpr (!TF32) {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(GI_CONSUMER_REGS) : "memory");
+        // A's fragment of this thread (row r = 64 wg + 16 (warp % 4) + g and r + 8, taps 2 t4, 2 t4 + 1 and
+        // + 8) of each output channel: four words of the packed weight, whose (co, m tile) blocks are GI_BM x
+        // 16 elements, chunk q (taps 8 q..) at q GI_BM x 8, row m at 8 m.
+        const int r = 64 * wg + 16 * (warp % 4) + lane / 4;
+        const unsigned* const a_words = reinterpret_cast<const unsigned*>(packed + static_cast<Index>(m_tile) * (GI_BM * 16)) + r * 4 + lane % 4;
+        const Index co_words = static_cast<Index>(m_tiles) * (GI_BM * 8);
+        auto load_a = [&](unsigned (&a)[CB][4], int kb) {
+#pragma unroll
+            for (int c = 0; c < CB; ++c) {
+                const unsigned* const q = a_words + (kb * CB + c) * co_words;
+                a[c][0] = load_word_no_l1(q);
+                a[c][1] = load_word_no_l1(q + 8 * 4);
+                a[c][2] = load_word_no_l1(q + GI_BM * 4);
+                a[c][3] = load_word_no_l1(q + GI_BM * 4 + 8 * 4);
+            }
+        };
+        // k-block kb: wait for its B, its MMAs from `now`, release the buffer of kb - 1 once those MMAs retired,
+        // then load kb + 1's fragments into `next` (the set kb - 1's MMAs read).
+        auto step = [&](int kb, unsigned (&now)[CB][4], unsigned (&next)[CB][4]) {
+            const int s = kb % STAGES;
+            mbarrier_wait(full + 8 * s, (kb / STAGES) & 1);
+            fence_proxy_async();  // the producer's cp.async writes, for the tensor cores' reads
+            wgmma_fence();        // and the fragments' loads
+            const unsigned stage = base + s * STAGE_BYTES;
+#pragma unroll
+            for (int c = 0; c < CB; ++c) wgmma_m64n256_rs<T>(d, now[c], wgmma_descriptor(stage + c * B_BYTES, 16, 128));
+            wgmma_commit();
+            wgmma_wait<1>();
+            if (kb > 0 && lane == 0) mbarrier_arrive(empty + 8 * ((kb - 1) % STAGES));  // this warp's MMAs of k-block kb - 1 retired
+            if (kb + 1 < kblocks) load_a(next, kb + 1);
+        };
+        unsigned even[CB][4], odd[CB][4];  // the sets of even and odd k-blocks
+        load_a(even, 0);
 #pragma unroll 1
-    for (int kb = 0; kb < kblocks; ++kb) {
+        for (int kb = 0; kb < kblocks; kb += 2) {
+            step(kb, even, odd);
+            if (kb + 1 < kblocks) step(kb + 1, odd, even);
+        }
+    }
+#pragma unroll 1
+    for (int kb = 0; kb < (TF32 ? kblocks : 0); ++kb) {  // float: A and B from the buffers
         const int s = kb % STAGES;
         mbarrier_wait(full + 8 * s, (kb / STAGES) & 1);
         fence_proxy_async();  // the producer's cp.async writes, for the tensor cores' reads
@@ -322,10 +398,6 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
                     const unsigned long long bd = wgmma_descriptor(stage + CB * A_BYTES + c * B_BYTES + 16 * h, GI_PLANE, 128);
                     wgmma_m64n256<T>(d, a, bd, 1);
                 }
-            } else {
-                const unsigned long long a = wgmma_descriptor(stage + c * A_BYTES + wg * 64 * 16, GI_BM * 16, 128);
-                const unsigned long long bd = wgmma_descriptor(stage + CB * A_BYTES + c * B_BYTES, 16, 128);
-                wgmma_m64n256<T>(d, a, bd, 1);
             }
         }
         wgmma_commit();
