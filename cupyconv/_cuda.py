@@ -1057,7 +1057,9 @@ def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
 # matrices.  X2's 16-bit grad_input 1.38-1.42 -> 0.76-0.81 ms against
 # grad_input_taps, the same error (H100, perf notes v32); warp-specialized
 # (a producer warpgroup, two consumers, mbarriers) 0.75-0.86 -> 0.45-0.48
-# (v37).  Its float build takes float32 "tf32" (one pass) there too (v40).
+# (v37); six output channels a k-block and the weight as the MMAs' register
+# operand, 4-6% more (v43).  Its float build takes float32 "tf32" (one pass)
+# there too (v40).
 # Routed ahead of grad_input_taps; False keeps it off (the taps kernels'
 # tests do).
 USE_GRAD_INPUT_OVERLAP = True
