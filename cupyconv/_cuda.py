@@ -223,13 +223,71 @@ def _kernel_function(plan: _Launch):
     return _function_with_shared(plan.file, plan.name) if plan.shared else _function(plan.file, plan.name)
 
 
+class _TensorMap(NamedTuple):
+    """A kernel argument: the tiled TMA tensor map (CUtensorMap, 128 bytes) of
+    the launch's first array, which the launch writes for that array's
+    address.  dims and box innermost first; strides in bytes, of the outer
+    dimensions; data_type, swizzle: the driver's CUtensorMapDataType and
+    CUtensorMapSwizzle.  Elements outside the dims load as zeros."""
+
+    dims: tuple
+    strides: tuple
+    box: tuple
+    data_type: int = 1  # CU_TENSOR_MAP_DATA_TYPE_UINT16 (16-bit elements copied as bits)
+    swizzle: int = 3  # CU_TENSOR_MAP_SWIZZLE_128B
+
+
+@functools.lru_cache(maxsize=1)
+def _libcuda():
+    """The driver's cuTensorMapEncodeTiled and cuTensorMapReplaceAddress
+    (CuPy does not wrap them), through ctypes."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    encode, replace = cuda.cuTensorMapEncodeTiled, cuda.cuTensorMapReplaceAddress
+    u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+    encode.restype = replace.restype = ctypes.c_int
+    encode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p] + [ctypes.c_int] * 4
+    replace.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    return ctypes, encode, replace
+
+
+class _MapSlot:
+    """A _TensorMap argument's 128 bytes, 64-byte aligned as the driver wants
+    them, and the address they were last written for."""
+
+    def __init__(self, spec: _TensorMap):
+        self.spec = spec
+        self.buffer = numpy.zeros(24, dtype=numpy.uint64)
+        self.offset = (-self.buffer.ctypes.data) % 64 // 8
+        self.address = self.buffer.ctypes.data + 8 * self.offset
+        self.written = None  # the array address the map holds
+
+    def write(self, pointer: int) -> None:
+        ctypes, encode, replace = _libcuda()
+        if self.written is None:
+            spec, rank = self.spec, len(self.spec.dims)
+            result = encode(
+                self.address, spec.data_type, rank, pointer,
+                (ctypes.c_uint64 * rank)(*spec.dims), (ctypes.c_uint64 * max(rank - 1, 1))(*spec.strides),
+                (ctypes.c_uint32 * rank)(*spec.box), (ctypes.c_uint32 * rank)(*([1] * rank)),
+                0, spec.swizzle, 2, 0,  # no interleave; the swizzle; L2 promotion of 128 bytes; zeros outside
+            )  # fmt: skip
+        else:
+            result = replace(self.address, pointer)
+        if result != 0:
+            raise RuntimeError(f"cupyconv: the driver refused a tensor map ({self.spec}): CUresult {result}")
+        self.written = pointer
+
+
 class _PackedArguments:
     """A kernel launch whose arguments sit in one buffer made once: `pointers`
     slots that each launch writes (its arrays' addresses, 0 for None), then
-    the fixed `tail` (arrays kept alive, scalars).  CuPy's kernel call builds
-    one argument holder per argument on every launch (6 us for the 24 of
-    conv_gemm's on the H100 host, CScalars included); launch() writes the
-    pointers and hands the buffer to cuLaunchKernel
+    the fixed `tail` (arrays kept alive, scalars, and at most one _TensorMap,
+    rewritten for the first array when its address changes).  CuPy's kernel
+    call builds one argument holder per argument on every launch (6 us for
+    the 24 of conv_gemm's on the H100 host, CScalars included); launch()
+    writes the pointers and hands the buffer to cuLaunchKernel
     (cupy.cuda.driver.launchKernel) on the current stream."""
 
     def __init__(self, function, grid: int, block: int, shared: int, pointers: int, tail: tuple):
@@ -237,11 +295,14 @@ class _PackedArguments:
         self.pointer = self.function.ptr
         self.grid, self.block, self.shared = grid, block, shared
         self.tail = tail
+        self.map = None
         # every argument in an 8-byte slot (little-endian: a 4-byte int in its
         # low half); the driver copies each at the kernel's parameter size
         self.values = numpy.zeros(pointers + len(tail), dtype=numpy.uint64)
         for slot, argument in enumerate(tail, start=pointers):
-            if isinstance(argument, cupy.ndarray):
+            if isinstance(argument, _TensorMap):
+                self.map, map_slot = _MapSlot(argument), slot
+            elif isinstance(argument, cupy.ndarray):
                 self.values[slot] = argument.data.ptr
             else:
                 value = numpy.asarray(argument.value if _CScalar is not None and isinstance(argument, _CScalar) else argument)
@@ -250,6 +311,8 @@ class _PackedArguments:
                 self.values[slot : slot + 1].view(value.dtype)[0] = value
         base = self.values.ctypes.data
         self.params = numpy.array([base + 8 * slot for slot in range(len(self.values))], dtype=numpy.uint64)
+        if self.map is not None:
+            self.params[map_slot] = self.map.address
         self.params_pointer = self.params.ctypes.data
         self.lock = threading.Lock()  # one launch at a time writes the slots
 
@@ -261,6 +324,8 @@ class _PackedArguments:
         with self.lock:
             for slot, pointer in enumerate(pointers):
                 values[slot] = pointer
+            if self.map is not None and self.map.written != pointers[0]:
+                self.map.write(pointers[0])
             _launch_kernel(
                 self.pointer, self.grid, 1, 1, self.block, 1, 1, self.shared, cupy.cuda.get_current_stream().ptr, self.params_pointer, 0
             )  # fmt: skip
@@ -763,14 +828,15 @@ def _conv_tf32_stream(x4, weight, bias, out4, geometry: Geometry, passes: int) -
     return True
 
 
-# conv_fold (perf notes v23) takes the 16-bit forward passes of stride 8 with
-# 9 to 16 taps, dilation 1 and one group on compute capability 9.0 (X2, a
+# conv_fold (perf notes v23, v44) takes the 16-bit forward passes of stride 8
+# with 9 to 16 taps, dilation 1 and one group on compute capability 9.0 (X2, a
 # vocoder's upsampling layer): one GEMM over (output channel, tap) rows and
-# the input as stored, the two taps of each phase folded in its epilogue.
-# Inputs whose rows are not whole 16-byte vectors, or whose channels' weight
-# tile does not fit in shared memory, keep the other kernels.  False keeps it
-# off; FOLD_BLOCKS (tests) sets its grid in place of one block a
-# multiprocessor.
+# the input as stored, the two taps of each phase folded in its epilogue; the
+# input read through a TMA tensor map by clusters of two blocks, one k-block
+# for both.  Inputs whose rows are not whole 16-byte vectors, or whose
+# channels' weight tile does not fit in shared memory, keep the other
+# kernels.  False keeps it off; FOLD_BLOCKS (tests) sets its grid in place of
+# one block a multiprocessor (rounded down to whole clusters, at least one).
 USE_FOLD = True
 FOLD_BLOCKS = None
 
@@ -792,21 +858,26 @@ def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shar
     if shared > max_shared:
         return None
     in_w, out_w, padding = geometry.in_size[1], geometry.out_size[1], geometry.padding[1]
+    batch, in_channels = geometry.batch, geometry.in_channels
     groups_q = -(-(out_w + padding) // _kernels.FOLD_STRIDE)  # output positions o + padding = 8q + r: q < groups_q
     tiles_per_row = -(-groups_q // _kernels.FOLD_BN)
     row_tiles = -(-geometry.out_channels // (_kernels.FOLD_ROWS // _kernels.FOLD_TAPS))
-    work = row_tiles * geometry.batch * tiles_per_row
-    if work > _kernels.INT32_LIMIT or in_w * _kernels.FOLD_BK > _kernels.INT32_LIMIT:  # its tile counts and copy offsets are int
-        return None
-    # blocks in equal parts of each row tile where there are enough (conv_fold.cu)
-    parts = blocks // row_tiles
-    grid = row_tiles * parts if parts else blocks
-    scalars = tuple(
-        _i32(v)
-        for v in (geometry.batch, geometry.in_channels, channels_padded, geometry.out_channels, in_w, out_w, padding, tiles_per_row, work, parts)
+    pairs = -(-row_tiles // _kernels.FOLD_CLUSTER)  # a cluster's blocks take the row tiles of a pair (an odd count's last: zeros)
+    work = pairs * batch * tiles_per_row
+    if pairs * _kernels.FOLD_CLUSTER * batch * tiles_per_row > _kernels.INT32_LIMIT or max(in_w, tiles_per_row * _kernels.FOLD_BN) > _kernels.INT32_LIMIT:
+        return None  # its tile numbers and the tensor map's coordinates are int
+    # clusters in equal parts of each pair where there are enough (conv_fold.cu)
+    clusters = max(blocks // _kernels.FOLD_CLUSTER, 1)
+    parts = clusters // pairs
+    grid = _kernels.FOLD_CLUSTER * (pairs * parts if parts else clusters)
+    tensor_map = _TensorMap(
+        dims=(in_w, in_channels, batch), strides=(in_w * 2, in_w * 2 * in_channels), box=_kernels.FOLD_BOX,
     )  # fmt: skip
-    launch = _Launch("conv_fold.cu", _kernels.fold_name(dtype, index), grid, _kernels.FOLD_THREADS, scalars, shared)
-    packed_shape = (row_tiles * _kernels.FOLD_ROWS, channels_padded)
+    scalars = (tensor_map,) + tuple(
+        _i32(v) for v in (batch, in_channels, channels_padded, geometry.out_channels, in_w, out_w, padding, tiles_per_row, work, parts)
+    )  # fmt: skip
+    launch = _Launch("conv_fold.cu", _kernels.fold_name(dtype, index), grid, _kernels.FOLD_BLOCK_THREADS, scalars, shared)
+    packed_shape = (pairs * _kernels.FOLD_CLUSTER * _kernels.FOLD_ROWS, channels_padded)
     total = math.prod(packed_shape)
     pack_scalars = (_i32(geometry.in_channels), _i32(geometry.out_channels), _i32(geometry.kernel[1]), _i32(channels_padded), _i64(total))
     pack_tiles = packed_shape[0] // _kernels.FOLD_TAPS * -(-channels_padded // _kernels.PACK_FOLD_CI)  # (output channel, input-channel tile)

@@ -604,15 +604,19 @@ def grad_weight_tf32_layout(geometry: Geometry, dtype: str, passes: int) -> Opti
 
 # conv_fold.cu: the forward pass of stride 8 with 9 to 16 taps (two a phase),
 # dilation 1, one group, in 16-bit on wgmma; its sizes as the kernel has them.
-FOLD_THREADS = 256
+FOLD_THREADS = 256  # the consumer warpgroups
+FOLD_BLOCK_THREADS = FOLD_THREADS + 128  # and the producer warpgroup
+FOLD_CLUSTER = 2  # blocks a cluster: neighbouring row tiles sharing each k-block of the input (TMA multicast)
 FOLD_STRIDE = 8
 FOLD_ROWS = 128  # GEMM rows a block: 8 output channels x 16 taps
 FOLD_TAPS = 16  # rows an output channel
 FOLD_BN = 128  # input positions a tile
 FOLD_BK = 64  # input channels a k-block
 FOLD_STAGES = 5
-FOLD_STAGE_BYTES = FOLD_BK * FOLD_BN * 2  # a k-block buffer: 128-byte-swizzled atoms of 8 channels x 64 positions
+FOLD_STAGE_BYTES = FOLD_BK * FOLD_BN * 2  # a k-block buffer: two TMA boxes of 64 positions x 64 channels, 128-byte swizzled
 FOLD_OUT_BYTES = FOLD_STRIDE * FOLD_BN * 2 + 32  # a warp's staged outputs
+FOLD_BARRIERS = 2 * FOLD_STAGES  # mbarriers: full and empty a buffer
+FOLD_BOX = (64, FOLD_BK, 1)  # the input's tensor map box: positions, channels, images
 FOLD_DTYPES = ("float16", "bfloat16")
 
 
@@ -697,8 +701,9 @@ def fold_channels_padded(in_channels: int) -> int:
 
 def fold_shared_bytes(channels_padded: int) -> int:
     """conv_fold's shared memory: the row tile's weight, the k-block
-    buffers, and each of its 8 warps' staged outputs."""
-    return FOLD_ROWS * channels_padded * 2 + FOLD_STAGES * FOLD_STAGE_BYTES + (FOLD_THREADS // 32) * FOLD_OUT_BYTES
+    buffers, each of its 8 consumer warps' staged outputs, and the buffers'
+    mbarriers."""
+    return FOLD_ROWS * channels_padded * 2 + FOLD_STAGES * FOLD_STAGE_BYTES + (FOLD_THREADS // 32) * FOLD_OUT_BYTES + 8 * FOLD_BARRIERS
 
 
 def window_channels_padded(channels: int, dtype: str) -> int:

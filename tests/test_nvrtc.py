@@ -199,8 +199,13 @@ def test_conv_fold_constants_match_the_host():
     for name in ("FOLD_THREADS", "FOLD_STRIDE", "FOLD_ROWS", "FOLD_BN", "FOLD_BK", "FOLD_STAGES", "PACK_FOLD_CI"):
         assert int(found[name]) == getattr(_kernels, name), name
     text = _kernels.source("conv_fold.cu")
-    assert "FOLD_KC_STRIDE = FOLD_BN / 64 * 1024;" in text and "FOLD_STAGE_BYTES = FOLD_BK / 8 * FOLD_KC_STRIDE;" in text
-    assert _kernels.FOLD_STAGE_BYTES == _kernels.FOLD_BK // 8 * _kernels.FOLD_BN // 64 * 1024
+    assert "FOLD_STAGE_BYTES = FOLD_BK * FOLD_BN * 2;" in text and _kernels.FOLD_STAGE_BYTES == _kernels.FOLD_BK * _kernels.FOLD_BN * 2
+    assert "FOLD_BARRIERS = 2 * FOLD_STAGES;" in text and _kernels.FOLD_BARRIERS == 2 * _kernels.FOLD_STAGES
+    # the block: the consumers and a producer warpgroup; clusters of two; the
+    # buffers' halves are the tensor map's boxes of 64 positions x FOLD_BK channels
+    assert "__launch_bounds__(FOLD_THREADS + 128, 1)" in text and _kernels.FOLD_BLOCK_THREADS == _kernels.FOLD_THREADS + 128
+    assert "__cluster_dims__(2, 1, 1)" in text and _kernels.FOLD_CLUSTER == 2
+    assert _kernels.FOLD_BOX == (64, _kernels.FOLD_BK, 1) and 2 * 64 == _kernels.FOLD_BN
     assert "FOLD_OUT_BYTES = FOLD_STRIDE * FOLD_BN * 2 + 32;" in text
     assert _kernels.FOLD_OUT_BYTES == _kernels.FOLD_STRIDE * _kernels.FOLD_BN * 2 + 32
     assert _kernels.FOLD_ROWS == 8 * _kernels.FOLD_TAPS and _kernels.FOLD_TAPS == 2 * _kernels.FOLD_STRIDE

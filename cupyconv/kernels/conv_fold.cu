@@ -32,11 +32,21 @@
 // first tile starts inside a row first computes the tile before it without
 // storing it.
 //
+// Clusters (perf notes v44): the blocks come in clusters of two that take
+// neighbouring row tiles (2p and 2p + 1) over the same tiles in the same
+// order, so each k-block of the input serves both: each block loads half of
+// it (64 positions x 64 channels) with one TMA copy multicast into both
+// blocks' shared memory.  That halves the input's 2.1 GB of L2 reads on X2.
+// A block is two consumer warpgroups (the MMAs and the epilogue) and a
+// producer warpgroup whose one thread issues the copies as buffers come free
+// (`setmaxnreg`: 40 registers for the producer, 232 for the consumers).
+//
 // Pipeline: the input is streamed in k-blocks of 64 channels x 128 positions
-// (16 KB, FOLD_STAGES buffers, loaded FOLD_AHEAD ahead by cp.async, one
-// barrier per k-block; 4 buffers measured 10% slower on X2, the copies
-// waited, and so did 5 buffers loaded 2 ahead, perf notes v36).  A
-// k-block's MMAs are issued right after the barrier, its copies after them.
+// (16 KB, FOLD_STAGES buffers).  Each buffer has two mbarriers: `full`
+// (its 16 KB have landed: the block's own half and the other block's) and
+// `empty` (all 16 consumer warps of the cluster are done with it: one
+// arrival from each, on both blocks' barriers).  A consumer warp releases
+// k-block kb - 2 when it starts k-block kb: its MMAs are done by then.
 // The accumulators come in two sets, alternating by tile: a tile's epilogue
 // runs after the next tile's first two k-blocks' MMAs are issued, so the
 // tensor cores keep working while the previous tile is folded, converted and
@@ -46,32 +56,43 @@
 //
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), a 16-byte-aligned input whose rows are multiples of
-// 8 elements, and the packed weight of pack_fold_weight (input channels
-// padded with zeros to a multiple of FOLD_BK).
+// 8 elements (the tensor map's), the packed weight of pack_fold_weight
+// (input channels padded with zeros to a multiple of FOLD_BK, an even number
+// of row tiles: the last of an odd count is zeros, and its block stores
+// nothing), and the input's tensor map (_cuda._TensorMap: 3D, positions x
+// channels x images, boxes of 64 x 64 x 1, 128-byte swizzle, zeros outside).
 #include "common.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
 
-constexpr int FOLD_THREADS = 256;  // two warpgroups
+constexpr int FOLD_THREADS = 256;  // the two consumer warpgroups (a block: FOLD_THREADS + 128 with the producer)
 constexpr int FOLD_STRIDE = 8;
 constexpr int FOLD_ROWS = 128;     // GEMM rows a block: 8 output channels x 16 taps
 constexpr int FOLD_BN = 128;       // input positions a tile
 constexpr int FOLD_BK = 64;        // input channels a k-block
 constexpr int FOLD_STAGES = 5;     // k-block buffers
-constexpr int FOLD_AHEAD = 3;      // k-blocks loaded ahead of the one multiplied
-constexpr int FOLD_INFLIGHT = FOLD_STAGES - FOLD_AHEAD;  // k-blocks of MMAs in flight a warpgroup (a buffer is refilled once its k-block's are done)
-// A k-block buffer: the MN-major layout with 128-byte swizzling, in atoms of
-// 8 channels x 64 positions (1024 bytes: row r = channel % 8 holds the
-// positions' 16-byte vector v at v ^ r), atom (channel / 8, position / 64) at
-// (channel / 8) * FOLD_KC_STRIDE + (position / 64) * 1024.  Eight lanes copy
-// a channel row's 128 bytes into one 128-byte line of shared memory, so each
-// copy instruction makes 4 whole-line L2 requests; the first version's
-// unswizzled core matrices spread them over 8 lines and the copies went to
-// L2 as one request per lane (L2 tag throughput 92%, perf notes v23).
-constexpr int FOLD_KC_STRIDE = FOLD_BN / 64 * 1024;
-constexpr int FOLD_STAGE_BYTES = FOLD_BK / 8 * FOLD_KC_STRIDE;
+constexpr int FOLD_INFLIGHT = 2;   // k-blocks of MMAs in flight a warpgroup (a buffer is released once its k-block's are done)
+// A k-block buffer: two TMA boxes of 64 positions x 64 channels (positions
+// 64h.. at 8192 h), each the MN-major layout with 128-byte swizzling: channel
+// c's 128 bytes at 128 c, its 16-byte vector v at v ^ (c % 8); atoms of 8
+// channels x 64 positions (1024 bytes).  (The cp.async copies before wrote
+// the same swizzle: whole 128-byte lines, perf notes v23.)
+constexpr int FOLD_STAGE_BYTES = FOLD_BK * FOLD_BN * 2;
 constexpr int FOLD_OUT_BYTES = FOLD_STRIDE * FOLD_BN * 2 + 32;  // a warp's staged outputs, and room for unaligned reads
 static_assert(FOLD_STRIDE * FOLD_BN * 2 <= 4 * 512, "a staged row is at most four chunks of 512 bytes (store_chunk)");
+constexpr int FOLD_BARRIERS = 2 * FOLD_STAGES;  // full, then empty, a buffer (8 bytes each, after the staging rows)
+
+// The input's tensor map, passed by value (_cuda._TensorMap writes it).
+struct __align__(64) FoldMap {
+    unsigned long long words[16];
+};
+
+// Clusters of two blocks, on the targets that have them.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FOLD_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
+#else
+#define FOLD_CLUSTER_DIMS
+#endif
 
 // The packed weight: row (co, k) of 16 per output channel, channels_padded
 // input channels (zeros past in_channels and past the kernel's taps), made
@@ -106,6 +127,51 @@ __global__ void __launch_bounds__(256) pack_fold_weight(const T* __restrict__ we
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The helpers that issue or wait are predicated inside their asm where not
+// every thread takes part: a branch around them between the MMAs' issue and
+// their wait makes ptxas serialize every wgmma (C7514).
+
+// One box of the tensor map at `map` (3D: positions, channels, images) into
+// the same shared offset of both blocks of the cluster, counted by the
+// barrier at the same offset in each; where `go`.
+__device__ __forceinline__ void fold_load_box(unsigned dst, const void* map, int position, int channel, int image, unsigned barrier, bool go) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+                 "@p cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3, %4}], [%5], %7;\n}\n"
+                 ::"r"(dst), "l"(map), "r"(position), "r"(channel), "r"(image), "r"(barrier), "r"(go ? 1 : 0),
+                 "h"(static_cast<unsigned short>(3))
+                 : "memory");
+}
+// One arrival on the barrier at `address` and on its twin in the other block
+// of the cluster (rank `other`); where `go`.
+__device__ __forceinline__ void fold_release(unsigned address, unsigned other, bool go) {
+    asm volatile("{\n.reg .pred p;\n.reg .b32 r;\nsetp.ne.b32 p, %2, 0;\n"
+                 "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
+                 "mapa.shared::cluster.u32 r, %0, %1;\n"
+                 "@p mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(address), "r"(other), "r"(go ? 1 : 0)
+                 : "memory");
+}
+// An arrival that also expects `bytes` on the barrier; where `go`.
+__device__ __forceinline__ void fold_arrive_expect(unsigned address, unsigned bytes, bool go) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n"
+                 ::"r"(address), "r"(bytes), "r"(go ? 1 : 0)
+                 : "memory");
+}
+// Whether the phase of the given parity has completed (one try; the waits
+// loop in C++: mbarrier_wait's loop inside its asm is the same code).
+__device__ __forceinline__ bool fold_try_wait(unsigned address, unsigned parity) {
+    unsigned done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(address), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+__device__ __forceinline__ void fold_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void fold_consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(FOLD_THREADS) : "memory"); }
+
 // Part P of a tile's epilogue for this thread: columns 32P.. (j = 4P..4P+3
 // of its accumulators' 8-column groups), folded, with the bias, rounded, and
 // stored transposed by one stmatrix.x4 so that the warp's staging row holds
@@ -131,7 +197,7 @@ __device__ __forceinline__ void fold_part(const float (&d)[64], float& carry, fl
 // folds (each a (row tile, image, column tile) triple, walked in order).
 template <typename T, typename IndexT>
 struct FoldBlock {
-    const T* __restrict__ x;
+    const void* map;  // the input's tensor map
     const T* __restrict__ packed;
     const T* __restrict__ bias;
     T* __restrict__ out;
@@ -140,15 +206,14 @@ struct FoldBlock {
     unsigned char* stages;
     unsigned char* staging;  // this warp's
     int warp, lane;
-    // this thread's copies, k-block relative: source element offsets (copy
-    // 0; copy 1 is 64 positions on, copies 2 and 3 four rows on) and shared
-    // byte offsets in a buffer of copies 0 and 2 (1 and 3: the next atom)
-    int src_offset, dst_offset0, dst_offset2;
+    unsigned rank, barriers;  // the block's rank in its cluster; the buffers' full barriers (empty: FOLD_STAGES on)
     // the descriptors' low words (16-byte units) at k-block 0 and buffer 0
     unsigned a_low, b_low;
-    // the loads: k-block load_kb of tile (load_n, load_q) is next, `loads` of
-    // `total` issued; `mmas` k-blocks multiplied
-    int load_n, load_q, load_kb, loads, total, mmas;
+    // the producer: k-block load_kb of tile (load_n, load_q) is next, `loads`
+    // of the run's `total` issued.  The consumers: `mmas` of the run's
+    // `total` k-blocks multiplied.  `base`: the block's k-blocks of earlier
+    // runs (the buffers and barrier phases continue across runs)
+    int load_n, load_q, load_kb, loads, total, mmas, base;
     // the epilogue: tile (fold_n, fold_q) of row tile `row_tile`; stored unless a lead-in
     int row_tile, fold_n, fold_q;
     bool fold_stores;
@@ -163,31 +228,19 @@ struct FoldBlock {
     const unsigned char* store_src;
     int store_bytes, store_unit;
 
-    // Warp w copies channels 8w.. of the k-block: per instruction 4 channel
-    // rows (lane / 8) x 8 consecutive vectors (lane % 8) of 8 positions.
-    __device__ __forceinline__ void set_copies() {
-        const int row = lane >> 3, vector = lane & 7;
-        src_offset = (8 * warp + row) * in_w + 8 * vector;
-        dst_offset0 = warp * FOLD_KC_STRIDE + row * 128 + ((vector ^ row) << 4);
-        dst_offset2 = warp * FOLD_KC_STRIDE + (row + 4) * 128 + ((vector ^ (row + 4)) << 4);
-    }
-    __device__ __forceinline__ void load_next() {
-        const unsigned stage = shared_address(stages) + (loads % FOLD_STAGES) * FOLD_STAGE_BYTES;
-        const int c0 = load_kb * FOLD_BK, q0 = load_q * FOLD_BN;
-        const T* base = x + (static_cast<IndexT>(load_n) * in_channels + c0) * in_w + q0 + src_offset;
-        const T* src[4] = {base, base + 64, base + 4 * in_w, base + 4 * in_w + 64};
-        const unsigned dst[4] = {stage + dst_offset0, stage + dst_offset0 + 1024, stage + dst_offset2, stage + dst_offset2 + 1024};
-        if (c0 + FOLD_BK <= in_channels && q0 + FOLD_BN <= in_w) {  // the whole k-block is inside the input
-#pragma unroll
-            for (int i = 0; i < 4; ++i) cp_async16_to(dst[i], src[i], true);
-        } else {
-            const int row = 8 * warp + (lane >> 3), q = q0 + 8 * (lane & 7);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const bool valid = c0 + row + 4 * (i >> 1) < in_channels && q + 64 * (i & 1) < in_w;
-                cp_async16_to(dst[i], valid ? src[i] : x, valid);
+    // The producer's next k-block, once both blocks' consumers are done with
+    // its buffer's last: this block's half of it (positions 64 rank..) into
+    // both blocks.  `go`: the producer's thread.
+    __device__ __forceinline__ void load_next(bool go) {
+        const int seq = base + loads, s = seq % FOLD_STAGES;
+        const unsigned full = barriers + 8 * s;
+        if (go && seq >= FOLD_STAGES)
+            while (!fold_try_wait(full + 8 * FOLD_STAGES, (seq / FOLD_STAGES - 1) & 1)) {
             }
-        }
+        fold_arrive_expect(full, FOLD_STAGE_BYTES, go);  // both halves land here
+        const int half = static_cast<int>(rank);
+        fold_load_box(shared_address(stages) + s * FOLD_STAGE_BYTES + half * (FOLD_STAGE_BYTES / 2), map, load_q * FOLD_BN + 64 * half,
+                      load_kb * FOLD_BK, load_n, full, go);
         ++loads;
         if (++load_kb == kblocks) {
             load_kb = 0;
@@ -275,40 +328,46 @@ struct FoldBlock {
         }
     }
 
-    // K-block kb of the tile in `d`: wait for its buffer, load ahead, issue
-    // its MMAs and commit them.  The first k-block of a tile first waits for
-    // every MMA in flight (the previous tile's last, into the other set):
-    // ptxas then knows the other set is retired while this tile's MMAs run,
-    // and leaves them asynchronous (with wait_group 1 alone it serializes
-    // every wgmma, C7514).
+    // K-block kb of the tile in `d`: release k-block kb - 2's buffer (this
+    // warp's MMAs on it are done: every path here waited for them), wait for
+    // this one's, issue its MMAs and commit them.  The first k-block of a tile
+    // first waits for every MMA in flight (the previous tile's last, into the
+    // other set): ptxas then knows the other set is retired while this tile's
+    // MMAs run, and leaves them asynchronous (with wait_group 1 alone it
+    // serializes every wgmma, C7514).
     template <bool FIRST>
     __device__ __forceinline__ void kblock(float (&d)[64], int kb) {
-        const int stage = mmas++ % FOLD_STAGES;    // this k-block's
-        cp_async_wait_group<FOLD_AHEAD - 1>();  // this k-block is here
-        fence_proxy_async();
-        __syncthreads();  // ... for every thread; every warpgroup is done with k-block - 2, whose buffer is refilled below
+        const int seq = base + mmas++, stage = seq % FOLD_STAGES;  // this k-block's
+        if (mmas > FOLD_INFLIGHT) release(seq - FOLD_INFLIGHT);
+        while (!fold_try_wait(barriers + 8 * stage, (seq / FOLD_STAGES) & 1)) {
+        }
         if constexpr (FIRST) wgmma_wait<0>();
         wgmma_fence();
         // A: K-major core matrices, leading offset 128 (the next 8 channels),
         // stride offset channels_padded * 16 (the next 8 rows).  B: leading
-        // offset 1024 (the next 64 positions), stride offset FOLD_KC_STRIDE
-        // (the next 8 channels).
+        // offset 8192 (the next 64 positions: the other box), stride offset
+        // 1024 (the next 8 channels); a k-step is 16 channels, 2048 bytes.
         const unsigned a = a_low + kb * (FOLD_BK / 8 * 128 / 16), b = b_low + stage * (FOLD_STAGE_BYTES / 16);
 #pragma unroll
         for (int s = 0; s < FOLD_BK / 16; ++s)
-            wgmma_m64n128k16_mn_b<T>(d, a_descriptor(a + s * (256 / 16)), b_descriptor(b + s * (2 * FOLD_KC_STRIDE / 16)), (!FIRST || s > 0) ? 1 : 0);
+            wgmma_m64n128k16_mn_b<T>(d, a_descriptor(a + s * (256 / 16)), b_descriptor(b + s * (2048 / 16)), (!FIRST || s > 0) ? 1 : 0);
         wgmma_commit();
-        if (loads < total) load_next();
-        cp_async_commit();
+        cp_async_commit();  // an empty group: without it ptxas serializes every wgmma (C7514)
+    }
+    // This warp is done with k-block `seq`'s buffer (lane 0 arrives for it, in both blocks).
+    __device__ __forceinline__ void release(int seq) {
+        fold_release(barriers + 8 * (FOLD_STAGES + seq % FOLD_STAGES), rank ^ 1, lane == 0);
     }
     // The descriptors from their start address in 16-byte units (under 2^14:
-    // shared memory addresses stay below 256 KB, so adding offsets there
-    // never carries into the other fields).
+    // the block's shared memory offsets stay below 256 KB, so adding offsets
+    // there never carries into the other fields; a_low and b_low are masked to
+    // the offset, as a cluster's second block's shared addresses have higher
+    // bits set).
     __device__ __forceinline__ unsigned long long a_descriptor(unsigned low) const {
         return wgmma_descriptor_fields(128, channels_padded * 16) | low;
     }
     __device__ __forceinline__ unsigned long long b_descriptor(unsigned low) const {
-        return wgmma_descriptor_fields(1024, FOLD_KC_STRIDE, true) | low;
+        return wgmma_descriptor_fields(FOLD_STAGE_BYTES / 2, 1024, true) | low;
     }
 
     // One tile: its k-blocks' MMAs into `d`, and the previous tile's
@@ -327,7 +386,7 @@ struct FoldBlock {
             fold_tile(before);
         }
         for (int kb = FOLD_INFLIGHT; kb < kblocks; ++kb) {
-            wgmma_wait<FOLD_INFLIGHT - 1>();  // k-block kb - FOLD_INFLIGHT's MMAs are done: its buffer is refilled at this k-block
+            wgmma_wait<FOLD_INFLIGHT - 1>();  // k-block kb - FOLD_INFLIGHT's MMAs are done: its buffer is released at this k-block
             kblock<false>(d, kb);
             if (kb - FOLD_INFLIGHT < 4) store_chunk(kb - FOLD_INFLIGHT);
         }
@@ -335,18 +394,32 @@ struct FoldBlock {
         wgmma_wait<FOLD_INFLIGHT - 1>();
     }
 
-    // Tiles [first, end) of row tile `rt` (linear tile numbers); `lead` when
-    // tile first - 1 is computed first for its carry.
+    // The producer's run: every k-block of tiles [first, end) of row tile
+    // `rt` (and of the lead-in tile), as the buffers come free.
+    __device__ __forceinline__ void produce(int rt, int first, int end, int per_row_tile, bool go) {
+        const int rest = first - rt * per_row_tile;
+        const int n = rest / tiles_per_row, q = rest - n * tiles_per_row;
+        const bool lead = q > 0;
+        load_n = n;
+        load_q = q - (lead ? 1 : 0);
+        load_kb = 0;
+        loads = 0;
+        total = (end - first + (lead ? 1 : 0)) * kblocks;
+        while (loads < total) load_next(go);
+        base += total;
+    }
+
+    // The consumers' run: tiles [first, end) of row tile `rt` (linear tile
+    // numbers); `lead` when tile first - 1 is computed first for its carry.
     __device__ __forceinline__ void run(int rt, int first, int end, int per_row_tile, float (&acc0)[64], float (&acc1)[64]) {
-        __syncthreads();  // shared memory is free (the previous run's last MMAs and stores are done)
+        fold_consumers_sync();  // the weight tile is free (the previous run's last MMAs are done)
         const int rest = first - rt * per_row_tile;
         const int n = rest / tiles_per_row, q = rest - n * tiles_per_row;
         const bool lead = q > 0;
         row_tile = rt;
-        load_n = fold_n = n;
-        load_q = fold_q = q - (lead ? 1 : 0);
-        load_kb = 0;
-        loads = mmas = 0;
+        fold_n = n;
+        fold_q = q - (lead ? 1 : 0);
+        mmas = 0;
         const int count = end - first + (lead ? 1 : 0);
         total = count * kblocks;
         fold_stores = !lead;
@@ -361,11 +434,10 @@ struct FoldBlock {
             const int row = c / chunks, chunk = c - row * chunks;
             cp_async16(weight_tile + (row / 8) * (chunks * 128) + chunk * 128 + (row % 8) * 16, src + row * channels_padded + chunk * 8, true);
         }
-        cp_async_commit();  // with k-block 0's group below: the wait for k-block 0 covers it
-        for (int s = 0; s < FOLD_AHEAD; ++s) {
-            if (loads < total) load_next();
-            cp_async_commit();
-        }
+        cp_async_commit();
+        cp_async_wait_all();
+        fence_proxy_async();  // the weight, for the MMAs
+        fold_consumers_sync();
         for (int t = 0; t < count; t += 2) {
             tile(acc0, acc1, t > 0);
             if (t + 1 < count) tile(acc1, acc0, true);
@@ -380,29 +452,34 @@ struct FoldBlock {
         }
 #pragma unroll
         for (int c = 0; c < 4; ++c) store_chunk(c);
-        cp_async_wait_all();
+        for (int k = max(total - FOLD_INFLIGHT, 0); k < total; ++k) release(base + k);  // the run's last k-blocks
+        base += total;
     }
 };
 #endif
 
-// Grid: `parts` blocks for each row tile, which split its images x
-// tiles_per_row tiles evenly: the blocks of every row tile are at the same
-// input tiles at about the same time, so each input tile comes from DRAM once
-// and from L2 for the other row tiles (an even split of all tiles spread them
-// over the whole input: 60% L2 hits on X2, perf notes v23).  With `parts` 0
-// (more row tiles than blocks), the blocks split all `work` = row tiles x
-// images x tiles_per_row tiles evenly, in that order.  Shared memory: FOLD_ROWS *
+// Grid: clusters of two blocks (FOLD_THREADS + 128 threads each), the
+// block of rank r in cluster c taking row tile 2p + r of pair p (the row
+// tiles padded to an even count).  With `parts` > 0, `parts` clusters for
+// each pair split its images x tiles_per_row tiles evenly: the blocks of
+// every row tile are at the same input tiles at about the same time, so each
+// input tile comes from DRAM once and from L2 for the other pairs (an even
+// split of all tiles spread them over the whole input: 60% L2 hits on X2,
+// perf notes v23).  With `parts` 0 (more pairs than clusters), the clusters
+// split all `work` = pairs x images x tiles_per_row tiles evenly, in that
+// order.  `x` is the input the map describes (the launch rewrites the map for
+// it; the kernel reads it through the map).  Shared memory: FOLD_ROWS *
 // channels_padded * 2 (the weight) + FOLD_STAGES * FOLD_STAGE_BYTES + 8 *
-// FOLD_OUT_BYTES.
+// FOLD_OUT_BYTES + 8 * FOLD_BARRIERS.
 template <typename T, typename IndexT>
-__global__ void __launch_bounds__(FOLD_THREADS, 1)
-    conv_fold(const T* __restrict__ x, const T* __restrict__ packed, const T* __restrict__ bias, T* __restrict__ out, int batch,
-              int in_channels, int channels_padded, int out_channels, int in_w, int out_w, int padding, int tiles_per_row, int work,
-              int parts) {
+__global__ void FOLD_CLUSTER_DIMS __launch_bounds__(FOLD_THREADS + 128, 1)
+    conv_fold(const T* __restrict__ x, const T* __restrict__ packed, const T* __restrict__ bias, T* __restrict__ out,
+              const __grid_constant__ FoldMap map, int batch, int in_channels, int channels_padded, int out_channels, int in_w, int out_w,
+              int padding, int tiles_per_row, int work, int parts) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem[];  // the swizzled buffers' atoms are 1024-byte aligned
     FoldBlock<T, IndexT> b;
-    b.x = x, b.packed = packed, b.bias = bias, b.out = out;
+    b.map = &map, b.packed = packed, b.bias = bias, b.out = out;
     b.in_channels = in_channels, b.channels_padded = channels_padded, b.out_channels = out_channels;
     b.in_w = in_w, b.out_w = out_w, b.padding = padding, b.tiles_per_row = tiles_per_row;
     b.kblocks = channels_padded / FOLD_BK;
@@ -410,25 +487,49 @@ __global__ void __launch_bounds__(FOLD_THREADS, 1)
     b.weight_tile = smem;
     b.stages = smem + FOLD_ROWS * channels_padded * 2;
     b.staging = b.stages + FOLD_STAGES * FOLD_STAGE_BYTES + b.warp * FOLD_OUT_BYTES;
-    b.set_copies();
-    b.a_low = (shared_address(b.weight_tile) + (b.warp / 4) * 8 * (channels_padded * 16)) >> 4;  // warpgroup h: rows 64h..
-    b.b_low = shared_address(b.stages) >> 4;
-    float acc0[64], acc1[64];
-    const int per_row_tile = batch * tiles_per_row;
-    int w, end;
-    if (parts > 0) {  // `parts` blocks a row tile, each the same share of it
-        const int rt = blockIdx.x / parts, part = blockIdx.x - rt * parts;
-        w = rt * per_row_tile + static_cast<int>(static_cast<long long>(part) * per_row_tile / parts);
-        end = rt * per_row_tile + static_cast<int>(static_cast<long long>(part + 1) * per_row_tile / parts);
-    } else {  // fewer blocks than row tiles: an even split of all tiles
-        w = static_cast<int>(static_cast<long long>(blockIdx.x) * work / gridDim.x);
-        end = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * work / gridDim.x);
+    b.barriers = shared_address(b.stages + FOLD_STAGES * FOLD_STAGE_BYTES + (FOLD_THREADS / 32) * FOLD_OUT_BYTES);
+    b.rank = blockIdx.x & 1;  // 1D clusters of two consecutive blocks
+    b.base = 0;
+    b.a_low = ((shared_address(b.weight_tile) + (b.warp / 4) * 8 * (channels_padded * 16)) >> 4) & 0x3FFF;  // warpgroup h: rows 64h..
+    b.b_low = (shared_address(b.stages) >> 4) & 0x3FFF;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < FOLD_STAGES; ++i) {
+            mbarrier_init(b.barriers + 8 * i, 1);                                          // full: the producer's arrival and the bytes
+            mbarrier_init(b.barriers + 8 * (FOLD_STAGES + i), 2 * (FOLD_THREADS / 32));  // empty: every consumer warp of the cluster
+        }
+        fence_mbarrier_init();
     }
-    while (w < end) {  // a run per row tile
-        const int rt = w / per_row_tile;
-        const int run_end = min(end, (rt + 1) * per_row_tile);
-        b.run(rt, w, run_end, per_row_tile, acc0, acc1);
-        w = run_end;
+    fold_cluster_sync();  // both blocks' barriers are made before either block copies or arrives
+    const int per_row_tile = batch * tiles_per_row, clusters = gridDim.x / 2, cluster = blockIdx.x / 2;
+    int u, u_end;  // the cluster's (pair, image, column tile) units
+    if (parts > 0) {  // `parts` clusters a pair, each the same share of it
+        const int pair = cluster / parts, part = cluster - pair * parts;
+        u = pair * per_row_tile + static_cast<int>(static_cast<long long>(part) * per_row_tile / parts);
+        u_end = pair * per_row_tile + static_cast<int>(static_cast<long long>(part + 1) * per_row_tile / parts);
+    } else {  // fewer clusters than pairs: an even split of all units
+        u = static_cast<int>(static_cast<long long>(cluster) * work / clusters);
+        u_end = static_cast<int>(static_cast<long long>(cluster + 1) * work / clusters);
     }
+    if (threadIdx.x >= FOLD_THREADS) {  // the producer warpgroup: one thread issues the copies
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == FOLD_THREADS) {
+            while (u < u_end) {  // a run per pair
+                const int pair = u / per_row_tile, run_end = min(u_end, (pair + 1) * per_row_tile), rt = 2 * pair + static_cast<int>(b.rank);
+                const int first = rt * per_row_tile + (u - pair * per_row_tile);
+                b.produce(rt, first, first + (run_end - u), per_row_tile, true);
+                u = run_end;
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+        float acc0[64], acc1[64];
+        while (u < u_end) {
+            const int pair = u / per_row_tile, run_end = min(u_end, (pair + 1) * per_row_tile), rt = 2 * pair + static_cast<int>(b.rank);
+            const int first = rt * per_row_tile + (u - pair * per_row_tile);
+            b.run(rt, first, first + (run_end - u), per_row_tile, acc0, acc1);
+            u = run_end;
+        }
+    }
+    fold_cluster_sync();  // the other block's copies into and arrivals on this block's shared memory are done
 #endif
 }
