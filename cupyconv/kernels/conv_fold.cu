@@ -15,8 +15,9 @@
 // (the window kernels transpose every slice because each tap moves the
 // window by one position; perf notes v21).
 //
-// A block is two warpgroups (256 threads), one per multiprocessor, and owns
-// FOLD_ROWS = 128 GEMM rows (8 output channels): warpgroup h issues
+// A block (one per multiprocessor) is two consumer warpgroups and a producer
+// warpgroup (below), and owns FOLD_ROWS = 128 GEMM rows (8 output channels):
+// consumer warpgroup h issues
 // wgmma.m64n128k16 on rows 64h.. and all 128 columns of a tile.  Row 16w + 8e
 // + g of warpgroup h (w its warp, g = lane / 4) is output channel 4h + w, tap
 // 8e + g, so each thread holds both taps a phase needs, and for its columns
