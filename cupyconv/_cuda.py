@@ -874,7 +874,7 @@ def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shar
         dims=(in_w, in_channels, batch), strides=(in_w * 2, in_w * 2 * in_channels), box=_kernels.FOLD_BOX,
     )  # fmt: skip
     scalars = (tensor_map,) + tuple(
-        _i32(v) for v in (batch, in_channels, channels_padded, geometry.out_channels, in_w, out_w, padding, tiles_per_row, work, parts)
+        _i32(v) for v in (batch, channels_padded, geometry.out_channels, out_w, padding, tiles_per_row, work, parts)
     )  # fmt: skip
     launch = _Launch("conv_fold.cu", _kernels.fold_name(dtype, index), grid, _kernels.FOLD_BLOCK_THREADS, scalars, shared)
     packed_shape = (pairs * _kernels.FOLD_CLUSTER * _kernels.FOLD_ROWS, channels_padded)

@@ -128,45 +128,25 @@ __global__ void __launch_bounds__(256) pack_fold_weight(const T* __restrict__ we
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The helpers that issue or wait are predicated inside their asm where not
-// every thread takes part: a branch around them between the MMAs' issue and
-// their wait makes ptxas serialize every wgmma (C7514).
-
 // One box of the tensor map at `map` (3D: positions, channels, images) into
 // the same shared offset of both blocks of the cluster, counted by the
-// barrier at the same offset in each; where `go`.
-__device__ __forceinline__ void fold_load_box(unsigned dst, const void* map, int position, int channel, int image, unsigned barrier, bool go) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-                 "@p cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3, %4}], [%5], %7;\n}\n"
-                 ::"r"(dst), "l"(map), "r"(position), "r"(channel), "r"(image), "r"(barrier), "r"(go ? 1 : 0),
-                 "h"(static_cast<unsigned short>(3))
+// barrier at the same offset in each.
+__device__ __forceinline__ void fold_load_box(unsigned dst, const void* map, int position, int channel, int image, unsigned barrier) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+                 ::"r"(dst), "l"(map), "r"(position), "r"(channel), "r"(image), "r"(barrier), "h"(static_cast<unsigned short>(3))
                  : "memory");
 }
 // One arrival on the barrier at `address` and on its twin in the other block
-// of the cluster (rank `other`); where `go`.
+// of the cluster (rank `other`); where `go` (predicated inside the asm: the
+// consumers make it between their MMAs' issue and wait, where a branch
+// around it makes ptxas serialize every wgmma, C7514).
 __device__ __forceinline__ void fold_release(unsigned address, unsigned other, bool go) {
     asm volatile("{\n.reg .pred p;\n.reg .b32 r;\nsetp.ne.b32 p, %2, 0;\n"
                  "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
                  "mapa.shared::cluster.u32 r, %0, %1;\n"
                  "@p mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(address), "r"(other), "r"(go ? 1 : 0)
                  : "memory");
-}
-// An arrival that also expects `bytes` on the barrier; where `go`.
-__device__ __forceinline__ void fold_arrive_expect(unsigned address, unsigned bytes, bool go) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n"
-                 ::"r"(address), "r"(bytes), "r"(go ? 1 : 0)
-                 : "memory");
-}
-// Whether the phase of the given parity has completed (one try; the waits
-// loop in C++: mbarrier_wait's loop inside its asm is the same code).
-__device__ __forceinline__ bool fold_try_wait(unsigned address, unsigned parity) {
-    unsigned done;
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(address), "r"(parity)
-                 : "memory");
-    return done != 0;
 }
 __device__ __forceinline__ void fold_cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -202,7 +182,7 @@ struct FoldBlock {
     const T* __restrict__ packed;
     const T* __restrict__ bias;
     T* __restrict__ out;
-    int in_channels, channels_padded, out_channels, in_w, out_w, padding, tiles_per_row, kblocks;
+    int channels_padded, out_channels, out_w, padding, tiles_per_row, kblocks;
     unsigned char* weight_tile;  // FOLD_ROWS x channels_padded, K-major core matrices
     unsigned char* stages;
     unsigned char* staging;  // this warp's
@@ -231,17 +211,16 @@ struct FoldBlock {
 
     // The producer's next k-block, once both blocks' consumers are done with
     // its buffer's last: this block's half of it (positions 64 rank..) into
-    // both blocks.  `go`: the producer's thread.
-    __device__ __forceinline__ void load_next(bool go) {
+    // both blocks.
+    __device__ __forceinline__ void load_next() {
         const int seq = base + loads, s = seq % FOLD_STAGES;
         const unsigned full = barriers + 8 * s;
-        if (go && seq >= FOLD_STAGES)
-            while (!fold_try_wait(full + 8 * FOLD_STAGES, (seq / FOLD_STAGES - 1) & 1)) {
-            }
-        fold_arrive_expect(full, FOLD_STAGE_BYTES, go);  // both halves land here
+        if (seq >= FOLD_STAGES) mbarrier_wait(full + 8 * FOLD_STAGES, (seq / FOLD_STAGES - 1) & 1);
+        mbarrier_expect_tx(full, FOLD_STAGE_BYTES);  // both halves land here
+        mbarrier_arrive(full);
         const int half = static_cast<int>(rank);
         fold_load_box(shared_address(stages) + s * FOLD_STAGE_BYTES + half * (FOLD_STAGE_BYTES / 2), map, load_q * FOLD_BN + 64 * half,
-                      load_kb * FOLD_BK, load_n, full, go);
+                      load_kb * FOLD_BK, load_n, full);
         ++loads;
         if (++load_kb == kblocks) {
             load_kb = 0;
@@ -340,8 +319,7 @@ struct FoldBlock {
     __device__ __forceinline__ void kblock(float (&d)[64], int kb) {
         const int seq = base + mmas++, stage = seq % FOLD_STAGES;  // this k-block's
         if (mmas > FOLD_INFLIGHT) release(seq - FOLD_INFLIGHT);
-        while (!fold_try_wait(barriers + 8 * stage, (seq / FOLD_STAGES) & 1)) {
-        }
+        mbarrier_wait(barriers + 8 * stage, (seq / FOLD_STAGES) & 1);
         if constexpr (FIRST) wgmma_wait<0>();
         wgmma_fence();
         // A: K-major core matrices, leading offset 128 (the next 8 channels),
@@ -397,7 +375,7 @@ struct FoldBlock {
 
     // The producer's run: every k-block of tiles [first, end) of row tile
     // `rt` (and of the lead-in tile), as the buffers come free.
-    __device__ __forceinline__ void produce(int rt, int first, int end, int per_row_tile, bool go) {
+    __device__ __forceinline__ void produce(int rt, int first, int end, int per_row_tile) {
         const int rest = first - rt * per_row_tile;
         const int n = rest / tiles_per_row, q = rest - n * tiles_per_row;
         const bool lead = q > 0;
@@ -406,7 +384,7 @@ struct FoldBlock {
         load_kb = 0;
         loads = 0;
         total = (end - first + (lead ? 1 : 0)) * kblocks;
-        while (loads < total) load_next(go);
+        while (loads < total) load_next();
         base += total;
     }
 
@@ -475,14 +453,14 @@ struct FoldBlock {
 template <typename T, typename IndexT>
 __global__ void FOLD_CLUSTER_DIMS __launch_bounds__(FOLD_THREADS + 128, 1)
     conv_fold(const T* __restrict__ x, const T* __restrict__ packed, const T* __restrict__ bias, T* __restrict__ out,
-              const __grid_constant__ FoldMap map, int batch, int in_channels, int channels_padded, int out_channels, int in_w, int out_w,
-              int padding, int tiles_per_row, int work, int parts) {
+              const __grid_constant__ FoldMap map, int batch, int channels_padded, int out_channels, int out_w, int padding, int tiles_per_row,
+              int work, int parts) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem[];  // the swizzled buffers' atoms are 1024-byte aligned
     FoldBlock<T, IndexT> b;
     b.map = &map, b.packed = packed, b.bias = bias, b.out = out;
-    b.in_channels = in_channels, b.channels_padded = channels_padded, b.out_channels = out_channels;
-    b.in_w = in_w, b.out_w = out_w, b.padding = padding, b.tiles_per_row = tiles_per_row;
+    b.channels_padded = channels_padded, b.out_channels = out_channels;
+    b.out_w = out_w, b.padding = padding, b.tiles_per_row = tiles_per_row;
     b.kblocks = channels_padded / FOLD_BK;
     b.warp = threadIdx.x / 32, b.lane = threadIdx.x % 32;
     b.weight_tile = smem;
@@ -517,7 +495,7 @@ __global__ void FOLD_CLUSTER_DIMS __launch_bounds__(FOLD_THREADS + 128, 1)
             while (u < u_end) {  // a run per pair
                 const int pair = u / per_row_tile, run_end = min(u_end, (pair + 1) * per_row_tile), rt = 2 * pair + static_cast<int>(b.rank);
                 const int first = rt * per_row_tile + (u - pair * per_row_tile);
-                b.produce(rt, first, first + (run_end - u), per_row_tile, true);
+                b.produce(rt, first, first + (run_end - u), per_row_tile);
                 u = run_end;
             }
         }
