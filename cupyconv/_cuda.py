@@ -861,6 +861,7 @@ def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shar
     batch, in_channels = geometry.batch, geometry.in_channels
     groups_q = -(-(out_w + padding) // _kernels.FOLD_STRIDE)  # output positions o + padding = 8q + r: q < groups_q
     tiles_per_row = -(-groups_q // _kernels.FOLD_BN)
+    full_tiles = -(-in_w // _kernels.FOLD_BN)  # column tiles with input positions (the rest: no MMAs)
     row_tiles = -(-geometry.out_channels // (_kernels.FOLD_ROWS // _kernels.FOLD_TAPS))
     pairs = -(-row_tiles // _kernels.FOLD_CLUSTER)  # a cluster's blocks take the row tiles of a pair (an odd count's last: zeros)
     work = pairs * batch * tiles_per_row
@@ -874,7 +875,7 @@ def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shar
         dims=(in_w, in_channels, batch), strides=(in_w * 2, in_w * 2 * in_channels), box=_kernels.FOLD_BOX,
     )  # fmt: skip
     scalars = (tensor_map,) + tuple(
-        _i32(v) for v in (batch, channels_padded, geometry.out_channels, out_w, padding, tiles_per_row, work, parts)
+        _i32(v) for v in (batch, channels_padded, geometry.out_channels, out_w, padding, tiles_per_row, full_tiles, work, parts)
     )  # fmt: skip
     launch = _Launch("conv_fold.cu", _kernels.fold_name(dtype, index), grid, _kernels.FOLD_BLOCK_THREADS, scalars, shared)
     packed_shape = (pairs * _kernels.FOLD_CLUSTER * _kernels.FOLD_ROWS, channels_padded)

@@ -26,7 +26,10 @@
 // columns before).
 //
 // Work: tiles (row tile of 8 output channels, image, 128 columns) in that
-// order, split over the blocks (see the kernel).  A block keeps its row
+// order, split over the blocks (see the kernel).  A row's last tile can lie
+// wholly past the input (columns q >= in_w: the outputs 8 in_w - padding ..
+// take only the carry and the bias; X2's 4096 positions make it one tile in
+// 33): its D is zero, so it has no copies and no MMAs (perf notes v45).  A block keeps its row
 // tile's weight (128 rows x all input channels, K-major core matrices) in
 // shared memory while it walks its tiles in order, so the second tap of a
 // tile's first column comes from the tile before (the carry).  A block whose
@@ -183,6 +186,7 @@ struct FoldBlock {
     const T* __restrict__ bias;
     T* __restrict__ out;
     int channels_padded, out_channels, out_w, padding, tiles_per_row, kblocks;
+    int full_tiles;  // column tiles of a row with input positions (from tile full_tiles on: no MMAs, D is zero)
     unsigned char* weight_tile;  // FOLD_ROWS x channels_padded, K-major core matrices
     unsigned char* stages;
     unsigned char* staging;  // this warp's
@@ -190,11 +194,11 @@ struct FoldBlock {
     unsigned rank, barriers;  // the block's rank in its cluster; the buffers' full barriers (empty: FOLD_STAGES on)
     // the descriptors' low words (16-byte units) at k-block 0 and buffer 0
     unsigned a_low, b_low;
-    // the producer: k-block load_kb of tile (load_n, load_q) is next, `loads`
-    // of the run's `total` issued.  The consumers: `mmas` of the run's
-    // `total` k-blocks multiplied.  `base`: the block's k-blocks of earlier
-    // runs (the buffers and barrier phases continue across runs)
-    int load_n, load_q, load_kb, loads, total, mmas, base;
+    // the producer: `loads` k-blocks of the run issued.  The consumers:
+    // `mmas` of the run's `total` k-blocks multiplied.  `base`: the block's
+    // k-blocks of earlier runs (the buffers and barrier phases continue
+    // across runs)
+    int loads, total, mmas, base;
     // the epilogue: tile (fold_n, fold_q) of row tile `row_tile`; stored unless a lead-in
     int row_tile, fold_n, fold_q;
     bool fold_stores;
@@ -209,23 +213,28 @@ struct FoldBlock {
     const unsigned char* store_src;
     int store_bytes, store_unit;
 
-    // The producer's next k-block, once both blocks' consumers are done with
-    // its buffer's last: this block's half of it (positions 64 rank..) into
-    // both blocks.
-    __device__ __forceinline__ void load_next() {
-        const int seq = base + loads, s = seq % FOLD_STAGES;
+    // The producer's next k-block (kb of tile (n, q)), once both blocks'
+    // consumers are done with its buffer's last: this block's half of it
+    // (positions 64 rank..) into both blocks.
+    __device__ __forceinline__ void load(int n, int q, int kb) {
+        const int seq = base + loads++, s = seq % FOLD_STAGES;
         const unsigned full = barriers + 8 * s;
         if (seq >= FOLD_STAGES) mbarrier_wait(full + 8 * FOLD_STAGES, (seq / FOLD_STAGES - 1) & 1);
         mbarrier_expect_tx(full, FOLD_STAGE_BYTES);  // both halves land here
         mbarrier_arrive(full);
         const int half = static_cast<int>(rank);
-        fold_load_box(shared_address(stages) + s * FOLD_STAGE_BYTES + half * (FOLD_STAGE_BYTES / 2), map, load_q * FOLD_BN + 64 * half,
-                      load_kb * FOLD_BK, load_n, full);
-        ++loads;
-        if (++load_kb == kblocks) {
-            load_kb = 0;
-            if (++load_q == tiles_per_row) load_q = 0, ++load_n;
+        fold_load_box(shared_address(stages) + s * FOLD_STAGE_BYTES + half * (FOLD_STAGE_BYTES / 2), map, q * FOLD_BN + 64 * half,
+                      kb * FOLD_BK, n, full);
+    }
+    // The k-blocks of `count` tiles from column tile q on: kblocks each,
+    // none for a tile past the input (q >= full_tiles).
+    __device__ __forceinline__ int kblocks_of(int q, int count) const {
+        int tiles = 0;
+        for (int t = 0; t < count; ++t) {
+            tiles += q < full_tiles ? 1 : 0;
+            if (++q == tiles_per_row) q = 0;
         }
+        return tiles * kblocks;
     }
 
     // The epilogue of tile (fold_n, fold_q) from its accumulators `d`: its
@@ -355,7 +364,21 @@ struct FoldBlock {
     // chunks after k-blocks 2 to 5.  (Epilogue parts that read `before`
     // after later waits in the k-block loop made ptxas serialize every
     // wgmma, C7514; the stores read only shared memory.)
-    __device__ __forceinline__ void tile(float (&d)[64], float (&before)[64], bool previous) {
+    // A tile past the input (`empty`: its D is zero) has no k-blocks: the
+    // previous tile's epilogue and stores run at once.
+    __device__ __forceinline__ void tile(float (&d)[64], float (&before)[64], bool previous, bool empty) {
+        if (empty) {
+            wgmma_wait<0>();
+            if (previous) {
+                pin(before);
+                fold_tile(before);
+            }
+#pragma unroll
+            for (int c = 0; c < 4; ++c) store_chunk(c);
+#pragma unroll
+            for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+            return;
+        }
         kblock<true>(d, 0);
 #pragma unroll
         for (int kb = 1; kb < FOLD_INFLIGHT; ++kb)  // their buffers held the previous tile's k-blocks, all done
@@ -377,15 +400,16 @@ struct FoldBlock {
     // `rt` (and of the lead-in tile), as the buffers come free.
     __device__ __forceinline__ void produce(int rt, int first, int end, int per_row_tile) {
         const int rest = first - rt * per_row_tile;
-        const int n = rest / tiles_per_row, q = rest - n * tiles_per_row;
+        int n = rest / tiles_per_row, q = rest - n * tiles_per_row;
         const bool lead = q > 0;
-        load_n = n;
-        load_q = q - (lead ? 1 : 0);
-        load_kb = 0;
+        q -= lead ? 1 : 0;
         loads = 0;
-        total = (end - first + (lead ? 1 : 0)) * kblocks;
-        while (loads < total) load_next();
-        base += total;
+        for (int t = end - first + (lead ? 1 : 0); t > 0; --t) {
+            if (q < full_tiles)
+                for (int kb = 0; kb < kblocks; ++kb) load(n, q, kb);
+            if (++q == tiles_per_row) q = 0, ++n;
+        }
+        base += loads;
     }
 
     // The consumers' run: tiles [first, end) of row tile `rt` (linear tile
@@ -400,7 +424,7 @@ struct FoldBlock {
         fold_q = q - (lead ? 1 : 0);
         mmas = 0;
         const int count = end - first + (lead ? 1 : 0);
-        total = count * kblocks;
+        total = kblocks_of(fold_q, count);
         fold_stores = !lead;
         carry = 0.0f;
         store_bytes = 0;
@@ -417,9 +441,14 @@ struct FoldBlock {
         cp_async_wait_all();
         fence_proxy_async();  // the weight, for the MMAs
         fold_consumers_sync();
+        int q_next = fold_q;  // the column tile multiplied next
         for (int t = 0; t < count; t += 2) {
-            tile(acc0, acc1, t > 0);
-            if (t + 1 < count) tile(acc1, acc0, true);
+            tile(acc0, acc1, t > 0, q_next >= full_tiles);
+            if (++q_next == tiles_per_row) q_next = 0;
+            if (t + 1 < count) {
+                tile(acc1, acc0, true, q_next >= full_tiles);
+                if (++q_next == tiles_per_row) q_next = 0;
+            }
         }
         wgmma_wait<0>();
         if ((count - 1) % 2 == 0) {
@@ -454,13 +483,13 @@ template <typename T, typename IndexT>
 __global__ void FOLD_CLUSTER_DIMS __launch_bounds__(FOLD_THREADS + 128, 1)
     conv_fold(const T* __restrict__ x, const T* __restrict__ packed, const T* __restrict__ bias, T* __restrict__ out,
               const __grid_constant__ FoldMap map, int batch, int channels_padded, int out_channels, int out_w, int padding, int tiles_per_row,
-              int work, int parts) {
+              int full_tiles, int work, int parts) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem[];  // the swizzled buffers' atoms are 1024-byte aligned
     FoldBlock<T, IndexT> b;
     b.map = &map, b.packed = packed, b.bias = bias, b.out = out;
     b.channels_padded = channels_padded, b.out_channels = out_channels;
-    b.out_w = out_w, b.padding = padding, b.tiles_per_row = tiles_per_row;
+    b.out_w = out_w, b.padding = padding, b.tiles_per_row = tiles_per_row, b.full_tiles = full_tiles;
     b.kblocks = channels_padded / FOLD_BK;
     b.warp = threadIdx.x / 32, b.lane = threadIdx.x % 32;
     b.weight_tile = smem;
