@@ -839,6 +839,11 @@ def _conv_tf32_stream(x4, weight, bias, out4, geometry: Geometry, passes: int) -
 # one block a multiprocessor (rounded down to whole clusters, at least one).
 USE_FOLD = True
 FOLD_BLOCKS = None
+# A kernel of 16 taps (X2's) whose weight is 16-byte aligned is read by
+# conv_fold as given, each row tile's weight transposed into shared memory
+# as a run starts (conv_fold.cu's raw_weight), without pack_fold_weight's
+# launch and buffer (perf notes v45).  False packs every weight.
+USE_FOLD_RAW_WEIGHT = True
 
 
 def _fold_applies(geometry: Geometry, dtype: str) -> bool:
@@ -850,9 +855,11 @@ def _fold_applies(geometry: Geometry, dtype: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shared: int):
+def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shared: int, raw: bool):
     """(conv_fold launch, pack_fold_weight launch, packed shape), or None
-    where the weight tile and buffers do not fit in shared memory."""
+    where the weight tile and buffers do not fit in shared memory; with
+    `raw` (16 taps, a 16-byte-aligned weight) conv_fold reads the weight as
+    given, and there is no pack (None, None)."""
     channels_padded = _kernels.fold_channels_padded(geometry.in_channels)
     shared = _kernels.fold_shared_bytes(channels_padded)
     if shared > max_shared:
@@ -875,9 +882,11 @@ def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shar
         dims=(in_w, in_channels, batch), strides=(in_w * 2, in_w * 2 * in_channels), box=_kernels.FOLD_BOX,
     )  # fmt: skip
     scalars = (tensor_map,) + tuple(
-        _i32(v) for v in (batch, channels_padded, geometry.out_channels, out_w, padding, tiles_per_row, full_tiles, work, parts)
+        _i32(v) for v in (batch, channels_padded, geometry.out_channels, out_w, padding, tiles_per_row, full_tiles, in_channels, raw, work, parts)
     )  # fmt: skip
     launch = _Launch("conv_fold.cu", _kernels.fold_name(dtype, index), grid, _kernels.FOLD_BLOCK_THREADS, scalars, shared)
+    if raw:
+        return launch, None, None
     packed_shape = (pairs * _kernels.FOLD_CLUSTER * _kernels.FOLD_ROWS, channels_padded)
     total = math.prod(packed_shape)
     pack_scalars = (_i32(geometry.in_channels), _i32(geometry.out_channels), _i32(geometry.kernel[1]), _i32(channels_padded), _i64(total))
@@ -894,10 +903,14 @@ def _fold(x4, weight, bias, out4, geometry: Geometry) -> bool:
     if not _fold_applies(geometry, dtype) or out4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or _compute_capability() != 90:
         return False
     index = _kernels.index_type(x4.size, out4.size, weight.size)
-    plan = _fold_plan(geometry, dtype, index, FOLD_BLOCKS or _multiprocessors(), _max_shared())
+    raw = USE_FOLD_RAW_WEIGHT and geometry.kernel[1] == _kernels.FOLD_TAPS and weight.data.ptr % 16 == 0
+    plan = _fold_plan(geometry, dtype, index, FOLD_BLOCKS or _multiprocessors(), _max_shared(), raw)
     if plan is None:
         return False
     launch, pack, packed_shape = plan
+    if raw:
+        _launch(launch, (x4, weight, bias, out4))
+        return True
     packed = cupy.empty(packed_shape, dtype=weight.dtype)
     _launch(pack, (weight, packed))
     _launch(launch, (x4, packed, bias, out4))

@@ -673,6 +673,48 @@ def test_fold_kernel(case, mode, blocks, monkeypatch):
     assert ran == ["forward"], "conv_fold did not run"
 
 
+@pytest.mark.parametrize("raw", [True, False])
+@pytest.mark.parametrize("mode", FOLD_MODES, ids=["-".join(m) for m in FOLD_MODES])
+def test_fold_weight_as_given(mode, raw, monkeypatch):
+    """Kernels of 16 taps: conv_fold reads the weight as given (no
+    pack_fold_weight launch) or, with USE_FOLD_RAW_WEIGHT off, packed;
+    ragged input and output channels."""
+    if not _is_hopper():
+        pytest.skip("conv_fold runs on compute capability 9.0 only")
+    from cupyconv import _cuda
+
+    ran = _spy_fold(monkeypatch, 3)
+    monkeypatch.setattr(_cuda, "USE_FOLD_RAW_WEIGHT", raw)
+    names, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    for case in FOLD_CASES[:2]:
+        test_forward(case, mode)
+    assert ran == ["forward"] * 2
+    assert sum(name.startswith("pack_fold_weight") for name in names) == (0 if raw else 2), names
+
+
+def test_fold_unaligned_weight_is_packed(monkeypatch):
+    """A weight 2 bytes off a 16-byte boundary goes through pack_fold_weight,
+    and gives the aligned (as given) weight's output bit for bit."""
+    if not _is_hopper():
+        pytest.skip("conv_fold runs on compute capability 9.0 only")
+    from cupyconv import _cuda
+
+    ran = _spy_fold(monkeypatch, 5)
+    names, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    case = FOLD_CASES[1]
+    rng = numpy.random.default_rng(41)
+    x, w, b = (_to_gpu(a, numpy.float16) for a in case.arrays(rng, numpy.float16))
+    shifted = cupy.empty(w.size + 1, dtype=w.dtype)[1:].reshape(w.shape)
+    shifted[...] = w
+    assert shifted.data.ptr % 16 == 2 and shifted.flags.c_contiguous
+    aligned = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
+    packed = cupyconv.conv_transpose1d(x, shifted, b, **case.kwargs)
+    assert ran == ["forward"] * 2 and [n.startswith("pack_fold_weight") for n in names] == [False, True, False], names
+    assert bool(cupy.array_equal(aligned.view(numpy.uint16), packed.view(numpy.uint16)))
+
+
 def test_fold_64_bit_index(monkeypatch):
     if not _is_hopper():
         pytest.skip("conv_fold runs on compute capability 9.0 only")

@@ -63,7 +63,8 @@
 // 8 elements (the tensor map's), the packed weight of pack_fold_weight
 // (input channels padded with zeros to a multiple of FOLD_BK, an even number
 // of row tiles: the last of an odd count is zeros, and its block stores
-// nothing), and the input's tensor map (_cuda._TensorMap: 3D, positions x
+// nothing) or, with `raw`, the weight as given (16 taps, 16-byte aligned:
+// raw_weight makes the same tile), and the input's tensor map (_cuda._TensorMap: 3D, positions x
 // channels x images, boxes of 64 x 64 x 1, 128-byte swizzle, zeros outside).
 #include "common.cuh"
 #include "mma.cuh"
@@ -156,6 +157,33 @@ __device__ __forceinline__ void fold_cluster_sync() {
 }
 __device__ __forceinline__ void fold_consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(FOLD_THREADS) : "memory"); }
 
+// An 8 x 8 matrix of 16-bit elements across 8 lanes (lanes 8i..8i+7, lane
+// j holding row j in w[0..3], elements 2k and 2k + 1 in w[k]) transposed in
+// place: lane j ends with column j.  Three butterfly steps, each swapping
+// the off-diagonal blocks of the blocks before: 4 x 4 (words 2-3 against
+// 0-1 of the lane 4 away), 2 x 2 (words 1 and 3 against 0 and 2 of the lane
+// 2 away), then single elements (halves of the lane 1 away).
+__device__ __forceinline__ void transpose8x8_b16(unsigned (&w)[4], int j) {
+    {
+        const bool hi = j & 4;
+        const unsigned r0 = __shfl_xor_sync(0xffffffffu, hi ? w[0] : w[2], 4), r1 = __shfl_xor_sync(0xffffffffu, hi ? w[1] : w[3], 4);
+        if (hi) w[0] = r0, w[1] = r1;
+        else w[2] = r0, w[3] = r1;
+    }
+    {
+        const bool hi = j & 2;
+        const unsigned r0 = __shfl_xor_sync(0xffffffffu, hi ? w[0] : w[1], 2), r1 = __shfl_xor_sync(0xffffffffu, hi ? w[2] : w[3], 2);
+        if (hi) w[0] = r0, w[2] = r1;
+        else w[1] = r0, w[3] = r1;
+    }
+    const bool hi = j & 1;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const unsigned r = __shfl_xor_sync(0xffffffffu, w[k], 1);
+        w[k] = hi ? __byte_perm(r, w[k], 0x7632) : __byte_perm(w[k], r, 0x5410);
+    }
+}
+
 // Part P of a tile's epilogue for this thread: columns 32P.. (j = 4P..4P+3
 // of its accumulators' 8-column groups), folded, with the bias, rounded, and
 // stored transposed by one stmatrix.x4 so that the warp's staging row holds
@@ -187,6 +215,8 @@ struct FoldBlock {
     T* __restrict__ out;
     int channels_padded, out_channels, out_w, padding, tiles_per_row, kblocks;
     int full_tiles;  // column tiles of a row with input positions (from tile full_tiles on: no MMAs, D is zero)
+    int in_channels;
+    bool raw;  // `packed` is the weight as given ((ci, co, 16 taps), 16-byte aligned), not pack_fold_weight's
     unsigned char* weight_tile;  // FOLD_ROWS x channels_padded, K-major core matrices
     unsigned char* stages;
     unsigned char* staging;  // this warp's
@@ -412,6 +442,40 @@ struct FoldBlock {
         base += loads;
     }
 
+    // Row tile rt's weight tile from the weight as given, W[ci, co, k] with
+    // 16 taps: core matrix (2 co' + h, chunk) holds rows (co', 8h + j) x
+    // channels 8 chunk.., so its 8 rows are the transpose of W[8 chunk + j,
+    // co, 8h..8h + 7] (j = 0..7).  Eight lanes make one: lane j loads that
+    // channel's 16 bytes, the eight transpose them by shuffles, and lane j
+    // stores row j (a whole 128-byte core matrix per eight lanes: no bank
+    // conflicts).  A warp's four matrices are (co', h) of neighbours of one
+    // chunk, 64 consecutive bytes of W per channel; UNROLL of them a lane
+    // (all of X2's 512 channels) are loaded before any is stored: with 4 the
+    // loads' latency cost 4-18 us a call, with 32 about 2 (perf notes v45).
+    // Zeros past the channels.
+    __device__ __forceinline__ void raw_weight(int rt, int chunks) {
+        constexpr int UNROLL = 32, STEP = FOLD_THREADS / 8;  // matrices a step of the consumers
+        const int j = lane & 7, matrices = 16 * chunks, mine = warp * 4 + (lane >> 3);  // (chunk, co', h): 2 * 8 * chunks
+        for (int m0 = 0; m0 < matrices; m0 += STEP * UNROLL) {  // warp-uniform (the shuffles take every lane)
+            uint4 v[UNROLL];
+#pragma unroll
+            for (int i = 0; i < UNROLL; ++i) {
+                const int m = m0 + i * STEP + mine, chunk = m / 16, co = rt * (FOLD_ROWS / 16) + (m % 16) / 2, ci = 8 * chunk + j;
+                v[i] = make_uint4(0, 0, 0, 0);
+                if (m < matrices && ci < in_channels && co < out_channels)
+                    v[i] = __ldg(reinterpret_cast<const uint4*>(packed + (static_cast<IndexT>(ci) * out_channels + co) * 16 + 8 * (m % 2)));
+            }
+#pragma unroll
+            for (int i = 0; i < UNROLL; ++i) {
+                const int m = m0 + i * STEP + mine;
+                unsigned w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+                transpose8x8_b16(w, j);
+                if (m < matrices)
+                    *reinterpret_cast<uint4*>(weight_tile + (m % 16) * (chunks * 128) + (m / 16) * 128 + j * 16) = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        }
+    }
+
     // The consumers' run: tiles [first, end) of row tile `rt` (linear tile
     // numbers); `lead` when tile first - 1 is computed first for its carry.
     __device__ __forceinline__ void run(int rt, int first, int end, int per_row_tile, float (&acc0)[64], float (&acc1)[64]) {
@@ -432,13 +496,17 @@ struct FoldBlock {
         bias_value = (bias != nullptr && co < out_channels) ? ValueTraits<T>::to_acc(bias[co]) : 0.0f;
         // the row tile's weight: FOLD_ROWS rows of channels_padded, as (row / 8, chunk, row % 8) core matrices
         const int chunks = channels_padded / 8;
-        const T* src = packed + static_cast<IndexT>(rt) * FOLD_ROWS * channels_padded;
-        for (int c = threadIdx.x; c < FOLD_ROWS * chunks; c += FOLD_THREADS) {
-            const int row = c / chunks, chunk = c - row * chunks;
-            cp_async16(weight_tile + (row / 8) * (chunks * 128) + chunk * 128 + (row % 8) * 16, src + row * channels_padded + chunk * 8, true);
+        if (raw) {
+            raw_weight(rt, chunks);
+        } else {
+            const T* src = packed + static_cast<IndexT>(rt) * FOLD_ROWS * channels_padded;
+            for (int c = threadIdx.x; c < FOLD_ROWS * chunks; c += FOLD_THREADS) {
+                const int row = c / chunks, chunk = c - row * chunks;
+                cp_async16(weight_tile + (row / 8) * (chunks * 128) + chunk * 128 + (row % 8) * 16, src + row * channels_padded + chunk * 8, true);
+            }
+            cp_async_commit();
+            cp_async_wait_all();
         }
-        cp_async_commit();
-        cp_async_wait_all();
         fence_proxy_async();  // the weight, for the MMAs
         fold_consumers_sync();
         int q_next = fold_q;  // the column tile multiplied next
@@ -483,13 +551,14 @@ template <typename T, typename IndexT>
 __global__ void FOLD_CLUSTER_DIMS __launch_bounds__(FOLD_THREADS + 128, 1)
     conv_fold(const T* __restrict__ x, const T* __restrict__ packed, const T* __restrict__ bias, T* __restrict__ out,
               const __grid_constant__ FoldMap map, int batch, int channels_padded, int out_channels, int out_w, int padding, int tiles_per_row,
-              int full_tiles, int work, int parts) {
+              int full_tiles, int in_channels, int raw, int work, int parts) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem[];  // the swizzled buffers' atoms are 1024-byte aligned
     FoldBlock<T, IndexT> b;
     b.map = &map, b.packed = packed, b.bias = bias, b.out = out;
     b.channels_padded = channels_padded, b.out_channels = out_channels;
     b.out_w = out_w, b.padding = padding, b.tiles_per_row = tiles_per_row, b.full_tiles = full_tiles;
+    b.in_channels = in_channels, b.raw = raw != 0;
     b.kblocks = channels_padded / FOLD_BK;
     b.warp = threadIdx.x / 32, b.lane = threadIdx.x % 32;
     b.weight_tile = smem;
