@@ -29,12 +29,12 @@
 // order, split over the blocks (see the kernel).  A row's last tile can lie
 // wholly past the input (columns q >= in_w: the outputs 8 in_w - padding ..
 // take only the carry and the bias; X2's 4096 positions make it one tile in
-// 33): its D is zero, so it has no copies and no MMAs (perf notes v45).  A block keeps its row
-// tile's weight (128 rows x all input channels, K-major core matrices) in
-// shared memory while it walks its tiles in order, so the second tap of a
-// tile's first column comes from the tile before (the carry).  A block whose
-// first tile starts inside a row first computes the tile before it without
-// storing it.
+// 33): its D is zero, so it has no copies and no MMAs (perf notes v45).
+// A block keeps its row tile's weight (128 rows x all input channels,
+// K-major core matrices) in shared memory while it walks its tiles in
+// order, so the second tap of a tile's first column comes from the tile
+// before (the carry).  A block whose first tile starts inside a row first
+// computes the tile before it without storing it.
 //
 // Clusters (perf notes v44): the blocks come in clusters of two that take
 // neighbouring row tiles (2p and 2p + 1) over the same tiles in the same
@@ -64,8 +64,9 @@
 // (input channels padded with zeros to a multiple of FOLD_BK, an even number
 // of row tiles: the last of an odd count is zeros, and its block stores
 // nothing) or, with `raw`, the weight as given (16 taps, 16-byte aligned:
-// raw_weight makes the same tile), and the input's tensor map (_cuda._TensorMap: 3D, positions x
-// channels x images, boxes of 64 x 64 x 1, 128-byte swizzle, zeros outside).
+// raw_weight makes the same tile), and the input's tensor map
+// (_cuda._TensorMap: 3D, positions x channels x images, boxes of 64 x 64 x
+// 1, 128-byte swizzle, zeros outside).
 #include "common.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
