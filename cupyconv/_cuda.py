@@ -1627,7 +1627,7 @@ class _Replay:
 
         def make(kind, k):  # a temporary is pool memory alone (cheaper to make than an array)
             if kind == "o":
-                a = outputs[k] = cupy.ndarray(*self.outputs[k])  # (cupy.empty took 8-20 us more on the H100's host, perf notes v45)
+                a = outputs[k] = cupy.ndarray(*self.outputs[k])  # (cupy.empty took 3-7 us more a call on the H100 machines' hosts, perf notes v45)
                 memory, size = a.data, a.nbytes
             else:
                 memory = temporaries[k] = cupy.cuda.alloc(self.temporaries[k])
