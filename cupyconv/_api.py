@@ -50,9 +50,10 @@ def _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding
     validated one passes the same checks."""
     if type(weight) is not _CUPY_NDARRAY or (bias is not None and type(bias) is not _CUPY_NDARRAY):
         return None
-    plain = _geometry._plain
-    if not (plain(stride) and plain(padding) and plain(output_padding) and type(groups) is int and plain(dilation)):
-        return None
+    if not (type(stride) is int and type(padding) is int and type(output_padding) is int and type(groups) is int and type(dilation) is int):
+        plain = _geometry._plain  # (the ints above skip its five calls)
+        if not (plain(stride) and plain(padding) and plain(output_padding) and type(groups) is int and plain(dilation)):
+            return None
     if precision is not None and type(precision) is not str:
         return None
     b = None if bias is None else (bias.shape, bias.strides, bias.dtype, bias.data.device_id)

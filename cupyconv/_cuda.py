@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import struct
 import sys
 import threading
 import types
@@ -30,6 +31,9 @@ except ImportError:  # pragma: no cover - a CuPy without it converts NumPy scala
     _CScalar = None
 
 _launch_kernel = cupy.cuda.driver.launchKernel
+_get_device = cupy.cuda.runtime.getDevice
+_ndarray = cupy.ndarray
+_alloc = cupy.cuda.alloc
 
 
 def _i32(value: int):
@@ -314,16 +318,15 @@ class _PackedArguments:
         if self.map is not None:
             self.params[map_slot] = self.map.address
         self.params_pointer = self.params.ctypes.data
+        self.fill = struct.Struct(f"<{pointers}Q").pack_into  # the pointer slots in one call (values is a writable buffer)
         self.lock = threading.Lock()  # one launch at a time writes the slots
 
     def launch(self, arrays) -> None:
         self.launch_pointers([0 if array is None else array.data.ptr for array in arrays])
 
     def launch_pointers(self, pointers) -> None:
-        values = self.values
         with self.lock:
-            for slot, pointer in enumerate(pointers):
-                values[slot] = pointer
+            self.fill(self.values, 0, *pointers)
             if self.map is not None and self.map.written != pointers[0]:
                 self.map.write(pointers[0])
             _launch_kernel(
@@ -1491,27 +1494,23 @@ def _small_forward_launch(geometry: Geometry, dtype: str, index: str, precision:
     return _Bound(_kernel_function(plan), (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
 
 
-def _small_knobs() -> tuple:
-    """The module settings a small forward launch depends on (tests change
-    them): a remembered launch is used only while they are as they were."""
-    return (FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS, SMALL_FORWARD_MAX_OUTPUT, WINDOW_MIN_OUTPUT, PACK_MIN_OUTPUT)
-
-
 class _FastForward:
     """A small forward launch that takes only the call's pointers
     (_api._FAST_FORWARD): its arguments packed once (_PackedArguments), the
-    call allocates the output and launches.  It returns None,
-    and the caller takes the checked path, where the current device is not the
-    arrays' or a setting of _small_knobs or autotuning has changed."""
+    call allocates the output and launches.  It returns None, and the caller
+    takes the checked path, where the current device is not the arrays', a
+    setting of this module or _kernels has changed since (_SETTINGS: the
+    plan read FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS and the size limits), or
+    autotuning is on."""
 
     def __init__(self, bound: _Bound, shape: tuple, dtype, device: int):
         self.packed = _PackedArguments(bound.function, bound.grid[0], bound.block[0], bound.shared, 4, bound.tail)
-        self.shape, self.dtype, self.device, self.knobs = shape, dtype, device, _small_knobs()
+        self.shape, self.dtype, self.device, self.settings = shape, dtype, device, _SETTINGS[0]
 
     def __call__(self, x, weight, bias):
-        if cupy.cuda.runtime.getDevice() != self.device or _small_knobs() != self.knobs or _autotune.enabled():
+        if _get_device() != self.device or _SETTINGS[0] != self.settings or _autotune.enabled():
             return None
-        y = cupy.ndarray(self.shape, self.dtype)
+        y = _ndarray(self.shape, self.dtype)
         self.packed.launch((x, weight, bias, y))
         return y
 
@@ -1620,6 +1619,28 @@ class _Replay:
             made.update(fresh)
             self.fresh.append(fresh)
         self.rest = tuple(("o", k) for k, o in enumerate(outputs) if o is not None and ("o", k) not in made)
+        # what __call__ runs, with every lookup it can do once done here: a
+        # call's pointers sit in one list (the inputs, then the outputs, the
+        # temporaries, and a 0), and each launch's are (index, byte offset)
+        # pairs into it (a constant: the 0 plus its address)
+        inputs = len(self.alignment)
+        index = {("o", k): inputs + k for k in range(len(outputs))}
+        index.update({("t", k): inputs + len(outputs) + k for k in range(len(temporaries))})
+        zero = inputs + len(outputs) + len(temporaries)
+        self.blank = [0] * (zero + 1)
+
+        def reference(slot):
+            if slot is None:
+                return zero, 0
+            if slot[0] == "c":
+                return zero, slot[1]
+            return (slot[1] if slot[0] == "i" else index[slot[0], slot[1]]), slot[2]
+
+        def making(fresh):
+            return tuple((kind == "o", k, index[kind, k], outputs[k] if kind == "o" else temporaries[k]) for kind, k in fresh)
+
+        self.plan = tuple((packed, making(fresh), tuple(reference(slot) for slot in slots)) for (packed, slots), fresh in zip(steps, self.fresh))
+        self.after = making(self.rest)
 
     def run(self, inputs, poison: bool = False):
         outputs, temporaries = [None] * len(self.outputs), [None] * len(self.temporaries)
@@ -1645,13 +1666,37 @@ class _Replay:
         return outputs
 
     def __call__(self, *inputs):
+        # run(inputs) without the poison, with the lookups done in __init__
+        # (perf notes v46: the host's time before the launch is GPU time in
+        # a timed call)
         if _SETTINGS[0] != self.settings or _autotune.enabled() != self.autotune:  # recorded under other settings: forgotten, to be recorded again
             self.table.pop(self.key, None)
             _REMEMBER_SEEN.pop(self.key, None)
             return None
-        if cupy.cuda.runtime.getDevice() != self.device or _alignment(inputs) != self.alignment:
+        if _get_device() != self.device:
             return None
-        outputs = self.run(inputs)
+        pointers = self.blank[:]
+        for k, (a, alignment) in enumerate(zip(inputs, self.alignment)):
+            if a is None:
+                if alignment is not None:
+                    return None
+            else:
+                pointer = pointers[k] = a.data.ptr
+                if pointer % 256 != alignment:
+                    return None
+        outputs = [None] * len(self.outputs)
+        temporaries = [None] * len(self.temporaries)  # pool memory, kept until the launches that take it are queued
+        for packed, making, references in self.plan:
+            for output, k, at, what in making:
+                if output:
+                    a = outputs[k] = _ndarray(*what)
+                    pointers[at] = a.data.ptr
+                else:
+                    memory = temporaries[k] = _alloc(what)
+                    pointers[at] = memory.ptr
+            packed.launch_pointers([pointers[at] + offset for at, offset in references])
+        for output, k, at, what in self.after:
+            outputs[k] = _ndarray(*what)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 

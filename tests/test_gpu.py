@@ -2371,18 +2371,25 @@ def test_remembered_calls_under_autotuning(monkeypatch, tmp_path):
     (forward_key,), (backward_key,) = _api._FAST_FORWARD, _api._FAST_BACKWARD
     for table, key in ((_api._FAST_FORWARD, forward_key), (_api._FAST_BACKWARD, backward_key)):
         assert isinstance(table[key], _cuda._Replay) and table[key].autotune
-    runs, run = [], _cuda._Replay.run
-    monkeypatch.setattr(_cuda._Replay, "run", lambda self, inputs, poison=False: (runs.append(poison), run(self, inputs, poison))[1])
+    answered, replay = [], _cuda._Replay.__call__
+
+    def spy(self, *inputs):
+        outputs = replay(self, *inputs)
+        answered.append(outputs is not None)
+        return outputs
+
+    monkeypatch.setattr(_cuda._Replay, "__call__", spy)
     with poisoned_allocations():
         y = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
         g = cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
         cupy.cuda.get_current_stream().synchronize()
-    assert runs == [False, False]
+    assert answered == [True, True]
     assert all(cupy.array_equal(y, other) for other in ys) and all(_grads_equal(g, other) for other in grads)
     monkeypatch.setattr(_autotune, "_enabled", False)
     cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
     cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
-    assert runs == [False, False] and forward_key not in _api._FAST_FORWARD and backward_key not in _api._FAST_BACKWARD
+    assert answered == [True, True, False, False]
+    assert forward_key not in _api._FAST_FORWARD and backward_key not in _api._FAST_BACKWARD
 
 
 def _grads_equal(a, b) -> bool:

@@ -106,6 +106,78 @@ def test_replay_allocates_before_first_use():
     assert replay.rest == (("o", 1),)
 
 
+class _Launches:
+    """A _PackedArguments stand-in: the pointers of each launch."""
+
+    def __init__(self):
+        self.calls = []
+
+    def launch_pointers(self, pointers):
+        self.calls.append(list(pointers))
+
+
+def _replaying(monkeypatch):
+    """_cuda's device, arrays and pool memory as stand-ins: each array or
+    temporary made is at the next of 0xA0000, 0xB0000, ... (in `made`)."""
+    from cupyconv import _autotune
+
+    made = []
+
+    def address():
+        made.append(0xA0000 + 0x10000 * len(made))
+        return made[-1]
+
+    monkeypatch.setattr(_cuda, "_get_device", lambda: 0)
+    monkeypatch.setattr(_cuda, "_ndarray", lambda shape, dtype: _array(address(), 0, shape=shape, dtype=dtype))
+    monkeypatch.setattr(_cuda, "_alloc", lambda size: SimpleNamespace(ptr=address(), size=size))
+    monkeypatch.setattr(_autotune, "enabled", lambda: False)
+    return made
+
+
+def test_replay_call_fills_each_launch(monkeypatch):
+    """A replay called with new arrays gives each launch their pointers at
+    the recorded offsets, the temporaries' and outputs' made for the call,
+    nulls and constants as recorded, and returns the outputs; an input off
+    its recorded alignment gets None and nothing launched."""
+    table = _array(0x90000, 256)
+    first, second = _Launches(), _Launches()
+    workspace, view = _array(0x50000, 8192), _array(0x50000 + 512, 1024)
+    recorder = _recorder(
+        [(first, (W, workspace)), (second, (_array(X.data.ptr + 256, 8), view, None, B, Y, table))],
+        [(0x50000, 8192, 0)],
+    )
+    _cuda._CONSTANT_POINTERS.add(table.data.ptr)
+    try:
+        replay = _cuda._replay_of("key", {}, recorder, (X, W, B), (Y,), settings=0)
+    finally:
+        _cuda._CONSTANT_POINTERS.discard(table.data.ptr)
+    made = _replaying(monkeypatch)
+    replay.settings = _cuda._SETTINGS[0]  # (the stand-ins above moved it on)
+    x, w, b = _array(0x1000000, 4096), _array(0x2000100, 1024), _array(0x3000000, 64)
+    y = replay(x, w, b)
+    workspace, output = made  # the workspace before the first launch, the output before the second
+    assert first.calls == [[w.data.ptr, workspace]]
+    assert second.calls == [[x.data.ptr + 256, workspace + 512, 0, b.data.ptr, output, table.data.ptr]]
+    assert y.data.ptr == output and (y.shape, y.dtype) == (Y.shape, Y.dtype)
+    assert replay(_array(0x1000010, 4096), w, b) is None and len(first.calls) == 1
+    assert replay(x, w, None) is None and len(first.calls) == 1  # recorded with a bias
+
+
+def test_replay_call_of_a_backward_call(monkeypatch):
+    """A replay with outputs that no launch takes (made after the last) and
+    a masked output (None) returns them all in order."""
+    gy, gi, gw = _array(0x60000, 65536), _array(0x70000, 4096, shape=(2, 4, 128)), _array(0x80000, 1024, shape=(4, 8, 8))
+    a = _Launches()
+    recorder = _recorder([(a, (gy, W, gi))], [(0x70000, 4096, 0)])
+    replay = _cuda._replay_of("key", {}, recorder, (gy, X, W), (gi, None, gw), settings=0)
+    made = _replaying(monkeypatch)
+    replay.settings = _cuda._SETTINGS[0]
+    grads = replay(gy, X, W)
+    assert a.calls == [[gy.data.ptr, W.data.ptr, made[0]]]
+    assert [g is None or g.data.ptr for g in grads] == [made[0], True, made[1]]
+    assert (grads[2].shape, grads[2].dtype) == (gw.shape, gw.dtype)
+
+
 @pytest.mark.parametrize(
     ("recorder", "outputs"),
     [
@@ -182,3 +254,28 @@ def test_a_call_that_tuned_is_not_recorded(monkeypatch):
     table = {}
     assert _cuda._remember("k", table, run, (X, W, None)) == (Y,)
     assert _cuda._REMEMBER_SEEN["k"] == 1 and "k" not in _cuda._REMEMBER_CANDIDATES and not table
+
+
+def test_packed_arguments_fill_the_pointer_slots(monkeypatch):
+    """A packed launch writes its pointers into the slots ahead of the
+    scalars it was made with, and hands cuLaunchKernel the buffer's address
+    list; a launch with the wrong number of pointers raises before it."""
+    import ctypes
+    import struct
+
+    launches = []
+    monkeypatch.setattr(_cuda, "_launch_kernel", lambda *args: launches.append(args))
+    monkeypatch.setattr(_cuda.cupy.cuda, "get_current_stream", lambda: SimpleNamespace(ptr=77))
+    packed = _cuda._PackedArguments(SimpleNamespace(kernel=SimpleNamespace(ptr=5)), 3, 128, 64, 3, (numpy.int32(-7), numpy.float32(1.5)))
+    pointers = [0x7F0000001000, 0, 0x7F00000FF000 + 6]
+    packed.launch_pointers(pointers)
+    ((function, grid, _, _, block, _, _, shared, stream, params, extra),) = launches
+    assert (function, grid, block, shared, stream, params, extra) == (5, 3, 128, 64, 77, packed.params_pointer, 0)
+    slots = [int(a) for a in packed.params]
+    assert [ctypes.c_uint64.from_address(a).value for a in slots[:3]] == pointers
+    assert ctypes.c_int32.from_address(slots[3]).value == -7 and ctypes.c_float.from_address(slots[4]).value == 1.5
+    packed.launch_pointers([1, 2, 3])
+    assert [ctypes.c_uint64.from_address(a).value for a in slots[:3]] == [1, 2, 3] and len(launches) == 2
+    with pytest.raises(struct.error):
+        packed.launch_pointers([1, 2])
+    assert len(launches) == 2
