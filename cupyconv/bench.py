@@ -1,8 +1,9 @@
 """`python -m cupyconv bench`: cupyconv against torch (cuDNN) on the benchmark problems.
 
 Both run in the same process on the same inputs; times are medians of CUDA
-event timings after warm-up (cupyx.profiler.benchmark), so their ratio holds
-even where absolute times drift on a shared machine.  The floor of a problem
+event timings after warm-up (cupyx.profiler.benchmark), taken in rounds that
+alternate between the two (ROUNDS), so their ratio holds even where absolute
+times drift on a shared machine.  The floor of a problem
 is the larger of its bytes (input, weight and output, each moved once) over
 the copy bandwidth and its FLOPs over the tensor-core rate of its precision
 (float32 "highest" counted as three TF32 products: 3xTF32).  Errors are
@@ -14,6 +15,7 @@ element.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import platform
 import sys
@@ -125,11 +127,46 @@ def _relative_error(actual, expected) -> float:
     return float(numpy.linalg.norm(actual - expected) / max(numpy.linalg.norm(expected), 1e-300))
 
 
-def _median_ms(fn, warmup: int, repeat: int) -> float:
+# Each side's `repeat` timed calls come in ROUNDS rounds that alternate
+# between cupyconv and torch (the order reversed every other round), and the
+# median is taken over all of a side's calls.  With each side timed in one
+# batch, a slow spell of the shared machine that lasted one batch moved one
+# side's median alone: 3 of about 90 rows in a device call read 20-25% slow
+# for cupyconv (X3 "highest" forward 0.967 ms against 0.75-0.79 in the same
+# call's A/B and the calls before; perf notes v46).
+ROUNDS = 4
+
+
+def _medians_ms(sides, warmup: int, repeat: int, rounds: int = ROUNDS) -> List[float]:
+    """Median GPU time (ms) of each side: (function, context) pairs, the
+    function timed by cupyx.profiler.benchmark inside `context()` (torch's
+    TF32 setting), `warmup` untimed calls before its first round and one
+    before each later round."""
     from cupyx.profiler import benchmark
 
-    result = benchmark(fn, n_warmup=warmup, n_repeat=repeat)
-    return float(numpy.median(result.gpu_times[0])) * 1e3
+    per_round = max(1, -(-repeat // rounds))
+    samples = [[] for _ in sides]
+    for r in range(rounds):
+        for k in range(len(sides)) if r % 2 == 0 else reversed(range(len(sides))):
+            fn, context = sides[k]
+            with context():
+                samples[k].extend(benchmark(fn, n_warmup=warmup if r == 0 else 1, n_repeat=per_round).gpu_times[0])
+    return [float(numpy.median(s)) * 1e3 for s in samples]
+
+
+def _tf32(torch, on: bool):
+    """A context with torch's cuDNN TF32 setting `on`, restored after."""
+
+    @contextlib.contextmanager
+    def context():
+        previous = torch.backends.cudnn.allow_tf32
+        torch.backends.cudnn.allow_tf32 = on
+        try:
+            yield
+        finally:
+            torch.backends.cudnn.allow_tf32 = previous
+
+    return context
 
 
 def _inputs(problem: Problem):
@@ -165,21 +202,17 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
         x, w = x.astype(_cupy_dtype(dtype)), w.astype(_cupy_dtype(dtype))
         fn = cupyconv.conv_transpose1d if problem.dims == 1 else cupyconv.conv_transpose2d
         ours = lambda: fn(x, w, **problem.kwargs, precision=precision)  # noqa: E731
-        ours_ms = _median_ms(ours, warmup, repeat)
-        y = ours()
 
         torch_ms = torch_error = None
         if torch is not None:
             tfn = torch.nn.functional.conv_transpose1d if problem.dims == 1 else torch.nn.functional.conv_transpose2d
             xt, wt = _as_torch(torch, x), _as_torch(torch, w)
-            previous = torch.backends.cudnn.allow_tf32
-            torch.backends.cudnn.allow_tf32 = precision == "tf32"
-            try:
-                theirs = lambda: tfn(xt, wt, **problem.kwargs)  # noqa: E731
-                torch_ms = _median_ms(theirs, warmup, repeat)
+            theirs = lambda: tfn(xt, wt, **problem.kwargs)  # noqa: E731
+            tf32 = _tf32(torch, precision == "tf32")
+            ours_ms, torch_ms = _medians_ms([(ours, contextlib.nullcontext), (theirs, tf32)], warmup, repeat)
+            with tf32():
                 yt = theirs()
-            finally:
-                torch.backends.cudnn.allow_tf32 = previous
+            y = ours()
             exact = tfn(xt.double(), wt.double(), **problem.kwargs)
             ours_error = _torch_relative_error(torch, _as_torch(torch, y), exact)
             torch_error = _torch_relative_error(torch, yt, exact)
@@ -187,6 +220,8 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
         else:
             from . import reference
 
+            (ours_ms,) = _medians_ms([(ours, contextlib.nullcontext)], warmup, repeat)
+            y = ours()
             first = slice(0, 1)
             exact = reference.forward(
                 cupy.asnumpy(x[first]).astype(numpy.float64).reshape((1,) + g.input_shape4[1:]),
@@ -222,21 +257,18 @@ def run_gpu_backward(problems: List[Problem], dtype: str, precision: str, warmup
         x, w, gy = (a.astype(_cupy_dtype(dtype)) for a in (x, w, gy))
         fn = cupyconv.conv_transpose1d_backward if problem.dims == 1 else cupyconv.conv_transpose2d_backward
         ours = lambda: fn(gy, x, w, **problem.kwargs, output_mask=(True, True, False), precision=precision)  # noqa: E731
-        ours_ms = _median_ms(ours, warmup, repeat)
-        grads = ours()[:2]
 
         tfn = torch.nn.functional.conv_transpose1d if problem.dims == 1 else torch.nn.functional.conv_transpose2d
         xt, wt, gyt = (_as_torch(torch, a) for a in (x, w, gy))
-        previous = torch.backends.cudnn.allow_tf32
-        torch.backends.cudnn.allow_tf32 = precision == "tf32"
-        try:
+        tf32 = _tf32(torch, precision == "tf32")
+        with tf32():
             xt, wt = xt.clone().requires_grad_(), wt.clone().requires_grad_()
             yt = tfn(xt, wt, **problem.kwargs)
-            theirs = lambda: torch.autograd.grad(yt, (xt, wt), gyt, retain_graph=True)  # noqa: E731
-            torch_ms = _median_ms(theirs, warmup, repeat)
+        theirs = lambda: torch.autograd.grad(yt, (xt, wt), gyt, retain_graph=True)  # noqa: E731
+        ours_ms, torch_ms = _medians_ms([(ours, contextlib.nullcontext), (theirs, tf32)], warmup, repeat)
+        grads = ours()[:2]
+        with tf32():
             torch_grads = theirs()
-        finally:
-            torch.backends.cudnn.allow_tf32 = previous
         x64, w64 = xt.detach().double().requires_grad_(), wt.detach().double().requires_grad_()
         exact = torch.autograd.grad(tfn(x64, w64, **problem.kwargs), (x64, w64), gyt.double())
         ours_error = max(_torch_relative_error(torch, _as_torch(torch, a), e) for a, e in zip(grads, exact))
@@ -460,7 +492,7 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", help=f"comma-separated from {', '.join(MODES)}, or 'all' ({', '.join(ALL_MODES)}): "
                         "one table over every mode; overrides --dtype and --precision")  # fmt: skip
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=20, help="timed runs; the median is reported (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=20, help=f"timed runs a side, in {ROUNDS} rounds alternating with torch's; the median is reported (default: %(default)s)")
     parser.add_argument("--no-torch", action="store_true", help="time cupyconv alone")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
     parser.add_argument("--backward", action="store_true",

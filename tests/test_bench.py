@@ -108,3 +108,37 @@ def test_backward_rows_are_labelled_and_not_read_back_as_forward(tmp_path):
     path = tmp_path / "bench.md"
     path.write_text(table + "\n")
     assert len(bench.load_markdown(str(path))[1]) == len(rows) - 1
+
+
+def test_sides_are_timed_in_alternating_rounds(monkeypatch):
+    """Each side's timed calls come in ROUNDS rounds, cupyconv and torch in
+    turn (the order reversed every other round), a side's context around
+    its own rounds only; the medians are over all of a side's calls."""
+    import contextlib
+    from types import SimpleNamespace
+
+    cupyx_profiler = pytest.importorskip("cupyx.profiler")
+    log, inside = [], []
+
+    def benchmark(fn, n_warmup, n_repeat):
+        name = fn()
+        log.append((name, n_warmup, n_repeat, bool(inside)))
+        times = {"ours": 0.001, "theirs": 0.003}[name]
+        return SimpleNamespace(gpu_times=[[times * (1 + k) for k in range(n_repeat)]])
+
+    class Context:
+        def __enter__(self):
+            inside.append(1)
+
+        def __exit__(self, *exc):
+            inside.pop()
+
+    monkeypatch.setattr(cupyx_profiler, "benchmark", benchmark)
+    ours, theirs = bench._medians_ms([(lambda: "ours", contextlib.nullcontext), (lambda: "theirs", Context)], 5, 20)
+    assert bench.ROUNDS == 4
+    assert [entry[0] for entry in log] == ["ours", "theirs", "theirs", "ours", "ours", "theirs", "theirs", "ours"]
+    assert [entry[1] for entry in log] == [5, 5, 1, 1, 1, 1, 1, 1]  # warm-up before each side's first round, then one
+    assert all(entry[2] == 5 for entry in log)
+    assert all(entry[3] == (entry[0] == "theirs") for entry in log)
+    assert ours == pytest.approx(1.0 * 3) and theirs == pytest.approx(3.0 * 3)  # medians of 1..5 ms x 1 and x 3, four rounds each
+

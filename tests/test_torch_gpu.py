@@ -203,3 +203,22 @@ def test_second_gpu(tf32):
         assert x.grad.device == torch.device("cuda:1")
         expected = F.conv_transpose1d(x.detach().cpu().double(), w.detach().cpu().double(), stride=2)
         assert relative_error(y.detach().cpu().numpy(), expected.numpy()) < 1e-5
+
+
+def test_bench_rows_on_the_gpu():
+    """`python -m cupyconv bench`'s rows on a GPU (the tiny X4, forward and
+    backward, "tf32"): both sides timed in alternating rounds, errors
+    against float64 within the mode's, and torch's TF32 setting as it was."""
+    from cupyconv import bench
+
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        rows = bench.run_gpu([bench.PROBLEMS["X4"]], "float32", "tf32", 1, 4, True)
+        rows += bench.run_gpu_backward([bench.PROBLEMS["X4"]], "float32", "tf32", 1, 4)
+        assert torch.backends.cudnn.allow_tf32 is False
+    finally:
+        torch.backends.cudnn.allow_tf32 = previous
+    for row in rows:
+        assert row.ours_ms > 0 and row.torch_ms > 0
+        assert row.ours_error < 1e-3 and row.torch_error < 1e-3
