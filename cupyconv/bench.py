@@ -131,8 +131,8 @@ def _relative_error(actual, expected) -> float:
 # between cupyconv and torch (the order reversed every other round), and the
 # median is taken over all of a side's calls.  With each side timed in one
 # batch, a slow spell of the shared machine that lasted one batch moved one
-# side's median alone: 3 of about 90 rows in a device call read 20-25% slow
-# for cupyconv (X3 "highest" forward 0.967 ms against 0.75-0.79 in the same
+# side's median alone: 2 of about 90 rows in a device call read 20-25% slow
+# for cupyconv (X3 "highest" forward 0.967 ms against 0.75-0.79 in the next
 # call's A/B and the calls before; perf notes v46).
 ROUNDS = 4
 
@@ -492,7 +492,7 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", help=f"comma-separated from {', '.join(MODES)}, or 'all' ({', '.join(ALL_MODES)}): "
                         "one table over every mode; overrides --dtype and --precision")  # fmt: skip
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=20, help=f"timed runs a side, in {ROUNDS} rounds alternating with torch's; the median is reported (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=20, help=f"timed runs a side (rounded up to a multiple of {ROUNDS}: {ROUNDS} rounds alternating with torch's); the median is reported (default: %(default)s)")
     parser.add_argument("--no-torch", action="store_true", help="time cupyconv alone")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
     parser.add_argument("--backward", action="store_true",
