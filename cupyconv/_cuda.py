@@ -1643,32 +1643,42 @@ class _Replay:
         self.after = making(self.rest)
 
     def run(self, inputs, poison: bool = False):
-        outputs, temporaries = [None] * len(self.outputs), [None] * len(self.temporaries)
-        pointers = {"i": [0 if a is None else a.data.ptr for a in inputs], "o": [0] * len(outputs), "t": [0] * len(temporaries)}
+        """The launches on `inputs` (no checks); with `poison`, each output
+        and temporary is filled with 0xFF bytes first (NaN in every float
+        type), so what no launch writes shows."""
+        pointers = self.blank[:]
+        for k, a in enumerate(inputs):
+            if a is not None:
+                pointers[k] = a.data.ptr
+        return self._launch(pointers, poison)
 
-        def make(kind, k):  # a temporary is pool memory alone (cheaper to make than an array)
-            if kind == "o":
-                a = outputs[k] = cupy.ndarray(*self.outputs[k])  # (cupy.empty took 3-7 us more a call on the H100 machines' hosts, perf notes v45)
-                memory, size = a.data, a.nbytes
-            else:
-                memory = temporaries[k] = cupy.cuda.alloc(self.temporaries[k])
-                size = self.temporaries[k]
-            if poison and size:  # what no launch writes stays 0xFF bytes (NaN in every float type)
-                memory.memset_async(255, size)
-            pointers[kind][k] = memory.ptr
-
-        for (packed, slots), fresh in zip(self.steps, self.fresh):
-            for kind, k in fresh:
-                make(kind, k)
-            packed.launch_pointers([0 if slot is None else slot[1] if slot[0] == "c" else pointers[slot[0]][slot[1]] + slot[2] for slot in slots])
-        for kind, k in self.rest:
-            make(kind, k)
+    def _launch(self, pointers: list, poison: bool = False) -> list:
+        """Each launch of the plan on `pointers` (the inputs' filled in), its
+        outputs and temporaries made just before it; the outputs."""
+        outputs = [None] * len(self.outputs)
+        temporaries = [None] * len(self.temporaries)  # pool memory, kept until the launches that take it are queued
+        for packed, making, references in self.plan:
+            for output, k, at, what in making:
+                if output:  # (cupy.empty took 3-7 us more a call than cupy.ndarray on the H100 machines' hosts, perf notes v45)
+                    a = outputs[k] = _ndarray(*what)
+                    memory, size = a.data, a.nbytes
+                else:  # a temporary is pool memory alone (cheaper to make than an array)
+                    memory = temporaries[k] = _alloc(what)
+                    size = what
+                if poison and size:
+                    memory.memset_async(255, size)
+                pointers[at] = memory.ptr
+            packed.launch_pointers([pointers[at] + offset for at, offset in references])
+        for _, k, _, what in self.after:  # outputs no launch takes
+            a = outputs[k] = _ndarray(*what)
+            if poison and a.nbytes:
+                a.data.memset_async(255, a.nbytes)
         return outputs
 
     def __call__(self, *inputs):
-        # run(inputs) without the poison, with the lookups done in __init__
-        # (perf notes v46: the host's time before the launch is GPU time in
-        # a timed call)
+        # run(inputs) with the checks of a remembered call, its pointers read
+        # and their alignment checked in one pass (perf notes v46: the host's
+        # time before the launch is GPU time in a timed call)
         if _SETTINGS[0] != self.settings or _autotune.enabled() != self.autotune:  # recorded under other settings: forgotten, to be recorded again
             self.table.pop(self.key, None)
             _REMEMBER_SEEN.pop(self.key, None)
@@ -1684,19 +1694,7 @@ class _Replay:
                 pointer = pointers[k] = a.data.ptr
                 if pointer % 256 != alignment:
                     return None
-        outputs = [None] * len(self.outputs)
-        temporaries = [None] * len(self.temporaries)  # pool memory, kept until the launches that take it are queued
-        for packed, making, references in self.plan:
-            for output, k, at, what in making:
-                if output:
-                    a = outputs[k] = _ndarray(*what)
-                    pointers[at] = a.data.ptr
-                else:
-                    memory = temporaries[k] = _alloc(what)
-                    pointers[at] = memory.ptr
-            packed.launch_pointers([pointers[at] + offset for at, offset in references])
-        for output, k, at, what in self.after:
-            outputs[k] = _ndarray(*what)
+        outputs = self._launch(pointers)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 

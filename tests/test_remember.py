@@ -279,3 +279,30 @@ def test_packed_arguments_fill_the_pointer_slots(monkeypatch):
     with pytest.raises(struct.error):
         packed.launch_pointers([1, 2])
     assert len(launches) == 2
+
+
+def test_replay_run_poisons_what_it_makes(monkeypatch):
+    """run() (the third call's check) launches on the inputs as given and,
+    with poison, fills each output and temporary with 0xFF bytes once,
+    before the launch that takes it; an output no launch takes too."""
+    poisoned, made = [], []
+
+    def memory(size):
+        pointer = 0xA0000 + 0x10000 * len(made)
+        made.append(pointer)
+        return SimpleNamespace(ptr=pointer, memset_async=lambda value, n: poisoned.append((pointer, value, n, len(first.calls))))
+
+    monkeypatch.setattr(_cuda, "_ndarray", lambda shape, dtype: SimpleNamespace(data=memory(64), nbytes=64, shape=shape, dtype=dtype))
+    monkeypatch.setattr(_cuda, "_alloc", memory)
+    first = _Launches()
+    workspace = _array(0x50000, 8192)
+    recorder = _recorder([(first, (X, workspace, Y))], [(0x50000, 8192, 0)])
+    replay = _cuda._replay_of("key", {}, recorder, (X, W, B), (Y, _array(0x60000, 64, shape=(16,))), settings=0)
+    outputs = replay.run((X, W, None), poison=True)
+    workspace, output, rest = made  # before the launch: its workspace and output (in slot order); after it: the other output
+    assert first.calls == [[X.data.ptr, workspace, output]]
+    assert poisoned == [(workspace, 255, 8192, 0), (output, 255, 64, 0), (rest, 255, 64, 1)]
+    assert [o.data.ptr for o in outputs] == [output, rest]
+    del poisoned[:], made[:]
+    replay.run((X, W, None))
+    assert not poisoned and len(first.calls) == 2
