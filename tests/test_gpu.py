@@ -2125,18 +2125,20 @@ def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
     assert cupy.array_equal(y, y_full) and cupy.array_equal(y, y_first)
 
 
-def _fast_calls(monkeypatch):
-    """Counts the calls that _api._FAST_FORWARD answered."""
+def _fast_calls(monkeypatch, remembered=None):
+    """Whether each call of a remembered call (`remembered`, by default
+    _cuda._FastForward: the small launches of _api._FAST_FORWARD) answered."""
     from cupyconv import _cuda
 
-    answered, original = [], _cuda._FastForward.__call__
+    remembered = remembered or _cuda._FastForward
+    answered, original = [], remembered.__call__
 
     def spy(self, *arrays):
         y = original(self, *arrays)
         answered.append(y is not None)
         return y
 
-    monkeypatch.setattr(_cuda._FastForward, "__call__", spy)
+    monkeypatch.setattr(remembered, "__call__", spy)
     return answered
 
 
@@ -2371,14 +2373,7 @@ def test_remembered_calls_under_autotuning(monkeypatch, tmp_path):
     (forward_key,), (backward_key,) = _api._FAST_FORWARD, _api._FAST_BACKWARD
     for table, key in ((_api._FAST_FORWARD, forward_key), (_api._FAST_BACKWARD, backward_key)):
         assert isinstance(table[key], _cuda._Replay) and table[key].autotune
-    answered, replay = [], _cuda._Replay.__call__
-
-    def spy(self, *inputs):
-        outputs = replay(self, *inputs)
-        answered.append(outputs is not None)
-        return outputs
-
-    monkeypatch.setattr(_cuda._Replay, "__call__", spy)
+    answered = _fast_calls(monkeypatch, _cuda._Replay)
     with poisoned_allocations():
         y = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
         g = cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)

@@ -59,13 +59,15 @@ def _allocator(device_index: int):
     return functools.partial(_torch_malloc, torch.device("cuda", device_index))
 
 
+# torch's raw current-stream getter (what Triton launches on) skips the
+# torch.cuda.Stream object that torch.cuda.current_stream builds on every call.
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _current_stream(device_index: int) -> int:
-    """torch's current cudaStream_t on the device.  torch's raw getter (what
-    Triton launches on) skips the torch.cuda.Stream object that
-    torch.cuda.current_stream builds on every call."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(device_index)
+    """torch's current cudaStream_t on the device."""
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(device_index)
     return torch.cuda.current_stream(device_index).cuda_stream  # pragma: no cover - a torch without it
 
 
