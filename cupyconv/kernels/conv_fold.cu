@@ -142,20 +142,6 @@ __device__ __forceinline__ void fold_load_box(unsigned dst, const void* map, int
                  ::"r"(dst), "l"(map), "r"(position), "r"(channel), "r"(image), "r"(barrier), "h"(static_cast<unsigned short>(3))
                  : "memory");
 }
-// One arrival on the barrier at `address` and on its twin in the other block
-// of the cluster (rank `other`); where `go` (predicated inside the asm: the
-// consumers make it between their MMAs' issue and wait, where a branch
-// around it makes ptxas serialize every wgmma, C7514).
-__device__ __forceinline__ void fold_release(unsigned address, unsigned other, bool go) {
-    asm volatile("{\n.reg .pred p;\n.reg .b32 r;\nsetp.ne.b32 p, %2, 0;\n"
-                 "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
-                 "mapa.shared::cluster.u32 r, %0, %1;\n"
-                 "@p mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(address), "r"(other), "r"(go ? 1 : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void fold_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 __device__ __forceinline__ void fold_consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(FOLD_THREADS) : "memory"); }
 
 // An 8 x 8 matrix of 16-bit elements across 8 lanes (lanes 8i..8i+7, lane
@@ -375,7 +361,7 @@ struct FoldBlock {
     }
     // This warp is done with k-block `seq`'s buffer (lane 0 arrives for it, in both blocks).
     __device__ __forceinline__ void release(int seq) {
-        fold_release(barriers + 8 * (FOLD_STAGES + seq % FOLD_STAGES), rank ^ 1, lane == 0);
+        cluster_release(barriers + 8 * (FOLD_STAGES + seq % FOLD_STAGES), rank ^ 1, lane == 0);
     }
     // The descriptors from their start address in 16-byte units (under 2^14:
     // the block's shared memory offsets stay below 256 KB, so adding offsets
@@ -577,7 +563,7 @@ __global__ void FOLD_CLUSTER_DIMS __launch_bounds__(FOLD_THREADS + 128, 1)
         }
         fence_mbarrier_init();
     }
-    fold_cluster_sync();  // both blocks' barriers are made before either block copies or arrives
+    cluster_sync();  // both blocks' barriers are made before either block copies or arrives
     const int per_row_tile = batch * tiles_per_row, clusters = gridDim.x / 2, cluster = blockIdx.x / 2;
     int u, u_end;  // the cluster's (pair, image, column tile) units
     if (parts > 0) {  // `parts` clusters a pair, each the same share of it
@@ -608,6 +594,6 @@ __global__ void FOLD_CLUSTER_DIMS __launch_bounds__(FOLD_THREADS + 128, 1)
             u = run_end;
         }
     }
-    fold_cluster_sync();  // the other block's copies into and arrivals on this block's shared memory are done
+    cluster_sync();  // the other block's copies into and arrivals on this block's shared memory are done
 #endif
 }

@@ -223,6 +223,20 @@ __device__ __forceinline__ void mbarrier_wait(unsigned address, unsigned parity)
         "r"(parity)
         : "memory");
 }
+// One arrival on the barrier at `address` and on its twin in the other block
+// of the cluster (rank `other`); where `go` (predicated inside the asm: conv_fold's
+// consumers make it between their MMAs' issue and wait, where a branch
+// around it makes ptxas serialize every wgmma, C7514).
+__device__ __forceinline__ void cluster_release(unsigned address, unsigned other, bool go) {
+    asm volatile("{\n.reg .pred p;\n.reg .b32 r;\nsetp.ne.b32 p, %2, 0;\n"
+                 "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
+                 "mapa.shared::cluster.u32 r, %0, %1;\n"
+                 "@p mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(address), "r"(other), "r"(go ? 1 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 // `bytes` (a multiple of 16, both addresses 16-byte aligned) global -> this
 // block's shared memory; the barrier at `barrier` counts them.
 __device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned barrier) {
