@@ -232,13 +232,15 @@ class _TensorMap(NamedTuple):
     the launch's first array, which the launch writes for that array's
     address.  dims and box innermost first; strides in bytes, of the outer
     dimensions; data_type, swizzle: the driver's CUtensorMapDataType and
-    CUtensorMapSwizzle.  Elements outside the dims load as zeros."""
+    CUtensorMapSwizzle.  Elements outside the dims load as zeros.  `array`:
+    which of the launch's arrays the map describes."""
 
     dims: tuple
     strides: tuple
     box: tuple
     data_type: int = 1  # CU_TENSOR_MAP_DATA_TYPE_UINT16 (16-bit elements copied as bits)
     swizzle: int = 3  # CU_TENSOR_MAP_SWIZZLE_128B
+    array: int = 0
 
 
 @functools.lru_cache(maxsize=1)
@@ -287,8 +289,8 @@ class _MapSlot:
 class _PackedArguments:
     """A kernel launch whose arguments sit in one buffer made once: `pointers`
     slots that each launch writes (its arrays' addresses, 0 for None), then
-    the fixed `tail` (arrays kept alive, scalars, and at most one _TensorMap,
-    rewritten for the first array when its address changes).  CuPy's kernel
+    the fixed `tail` (arrays kept alive, scalars, and _TensorMaps, each
+    rewritten when the address of the array it describes changes).  CuPy's kernel
     call builds one argument holder per argument on every launch (6 us for
     the 24 of conv_gemm's on the H100 host, CScalars included); launch()
     writes the pointers and hands the buffer to cuLaunchKernel
@@ -299,13 +301,13 @@ class _PackedArguments:
         self.pointer = self.function.ptr
         self.grid, self.block, self.shared = grid, block, shared
         self.tail = tail
-        self.map = None
+        self.maps = []  # (_MapSlot, the launch array it describes)
         # every argument in an 8-byte slot (little-endian: a 4-byte int in its
         # low half); the driver copies each at the kernel's parameter size
         self.values = numpy.zeros(pointers + len(tail), dtype=numpy.uint64)
         for slot, argument in enumerate(tail, start=pointers):
             if isinstance(argument, _TensorMap):
-                self.map, map_slot = _MapSlot(argument), slot
+                self.maps.append((_MapSlot(argument), argument.array, slot))
             elif isinstance(argument, cupy.ndarray):
                 self.values[slot] = argument.data.ptr
             else:
@@ -315,8 +317,9 @@ class _PackedArguments:
                 self.values[slot : slot + 1].view(value.dtype)[0] = value
         base = self.values.ctypes.data
         self.params = numpy.array([base + 8 * slot for slot in range(len(self.values))], dtype=numpy.uint64)
-        if self.map is not None:
-            self.params[map_slot] = self.map.address
+        for map_slot, _, slot in self.maps:
+            self.params[slot] = map_slot.address
+        self.maps = tuple((map_slot, array) for map_slot, array, _ in self.maps)
         self.params_pointer = self.params.ctypes.data
         self.fill = struct.Struct(f"<{pointers}Q").pack_into  # the pointer slots in one call (values is a writable buffer)
         self.lock = threading.Lock()  # one launch at a time writes the slots
@@ -327,8 +330,9 @@ class _PackedArguments:
     def launch_pointers(self, pointers) -> None:
         with self.lock:
             self.fill(self.values, 0, *pointers)
-            if self.map is not None and self.map.written != pointers[0]:
-                self.map.write(pointers[0])
+            for map_slot, array in self.maps:
+                if map_slot.written != pointers[array]:
+                    map_slot.write(pointers[array])
             _launch_kernel(
                 self.pointer, self.grid, 1, 1, self.block, 1, 1, self.shared, cupy.cuda.get_current_stream().ptr, self.params_pointer, 0
             )  # fmt: skip
@@ -817,17 +821,77 @@ def _conv_tf32_stream_plan(geometry: Geometry, index: str, passes: int, multipro
     return _Launch("conv_tf32.cu", name, _blocks_for(combos * per_combo), _kernels.WGMMA_THREADS, scalars, shared), packed, resident_fits
 
 
+# conv_tf32_multicast (conv_tf32.cu) runs the TF32 passes conv_tf32_stream
+# takes where its fold is one of _kernels.CONV_TF32_MULTICAST_FOLDS, the
+# source rows are whole 16-byte vectors (its tensor map's strides) and the
+# window box reads no other group's channels (one group, or channels a
+# multiple of the slice): blocks in clusters of two share each stage's
+# weight, copied by TMA (perf notes v47).  False keeps conv_tf32_stream.
+USE_CONV_TF32_MULTICAST = True
+
+
+@functools.lru_cache(maxsize=1024)
+def _conv_tf32_multicast_plan(geometry: Geometry, index: str, multiprocessors: int, max_shared: int):
+    """conv_tf32_multicast's launch for a pass conv_tf32_stream takes in TF32,
+    or None where it does not apply."""
+    problem = _window_problem(geometry, "forward", "float32", row_unit=16)
+    if problem is None:
+        return None
+    flat, fold, red_channels, out_channels, source4, out4 = problem
+    if fold not in _kernels.CONV_TF32_MULTICAST_FOLDS or flat[7] != 2:
+        return None
+    if geometry.groups > 1 and red_channels % _kernels.CONV_TF32_SLICE:
+        return None
+    layout = _kernels.conv_tf32_layout(flat, 1)
+    if layout is None:
+        return None
+    raw_row = layout[1]
+    shared = _kernels.conv_tf32_multicast_shared(raw_row)
+    if shared > max_shared or raw_row > 256:  # (a tensor map's box is at most 256 elements a dimension)
+        return None
+    count, out_base, out_step, in_base, _, tap_first, tap_step, _, tap_in_step = flat
+    batch, rows_total, src_w = source4[0], source4[1], source4[3]
+    channels_padded = _kernels.window_channels_padded(red_channels, "float32")
+    kernel_w = _kernels.window_kernel_w(geometry, "forward")
+    co_per = _kernels.CONV_TF32_MULTICAST_COLS // fold
+    co_tiles = -(-out_channels // co_per)
+    items = batch * -(-count // _kernels.CONV_TF32_POSITIONS)
+    units = -(-items // 2) * geometry.groups * co_tiles
+    if units > _kernels.INT32_LIMIT or max(src_w, rows_total, count * out_step) > _kernels.INT32_LIMIT:
+        return None
+    source_map = _TensorMap(
+        dims=(src_w, rows_total, batch), strides=(src_w * 4, src_w * 4 * rows_total),
+        box=(raw_row, _kernels.CONV_TF32_SLICE, 1), data_type=7, swizzle=0,  # FLOAT32, no swizzle
+    )  # fmt: skip
+    weight_map = _TensorMap(
+        dims=(channels_padded, out_channels, kernel_w, geometry.groups),
+        strides=(channels_padded * 4, channels_padded * 4 * out_channels, channels_padded * 4 * out_channels * kernel_w),
+        box=(_kernels.CONV_TF32_SLICE, co_per, fold // 2, 1), data_type=7, swizzle=2, array=1,  # FLOAT32, 64-byte swizzle
+    )  # fmt: skip
+    scalars = (source_map, weight_map) + tuple(
+        _i32(v)
+        for v in (batch, geometry.groups, red_channels, out_channels, out4[3], count, out_base, in_base, tap_in_step, raw_row, co_tiles,
+                  tap_first, tap_step, out_step)
+    )  # fmt: skip
+    grid = 2 * max(1, min(units, multiprocessors // 2))
+    name = _kernels.conv_tf32_multicast_name(index, fold)
+    return _Launch("conv_tf32.cu", name, grid, _kernels.CONV_TF32_MULTICAST_THREADS, scalars, shared)
+
+
 def _conv_tf32_stream(x4, weight, bias, out4, geometry: Geometry, passes: int) -> bool:
-    """Runs the forward pass with conv_tf32_stream if the rule above sends it
-    there; False if not."""
+    """Runs the forward pass with conv_tf32_stream (TF32: conv_tf32_multicast
+    where it applies) if the rule above sends it there; False if not."""
     if not USE_CONV_TF32_STREAM:
         return False
     index = _kernels.index_type(x4.size, out4.size)  # (the weight's offsets are 32-bit)
     plan = _conv_tf32_stream_plan(geometry, index, passes, _multiprocessors(), _max_shared())
     if plan is None or (plan[2] and USE_CONV_TF32_STREAM != "anywhere"):
         return False
+    multicast = None
+    if passes == 1 and USE_CONV_TF32_MULTICAST:
+        multicast = _conv_tf32_multicast_plan(geometry, index, _multiprocessors(), _max_shared())
     packed = _window_weight(weight, geometry, "forward", "float32", round_tf32=True, split=passes == 3)
-    _launch(plan[0], (x4, packed, bias, out4))
+    _launch(multicast or plan[0], (x4, packed, bias, out4))
     return True
 
 

@@ -402,6 +402,28 @@ def conv_tf32_stream_layout(record: Tuple[int, ...], passes: int) -> Optional[Tu
     return vectors, raw_row, cols * 4 + CONV_TF32_STREAM_BUFFERS * buffer
 
 
+
+# conv_tf32_multicast (conv_tf32.cu): conv_tf32_stream's TF32 GEMM (2 taps a
+# sub-phase) in clusters of two blocks that share each stage's weight (TMA,
+# multicast), its copies issued by a producer warpgroup.  Its builds, by
+# fold; CONV_TF32_MULTICAST_STAGES buffers, each 1024-byte aligned: 2 taps x
+# CONV_TF32_MULTICAST_COLS rows x CONV_TF32_STREAM_LINE bytes of weight, then
+# the window (CONV_TF32_SLICE rows of raw_row floats), and two mbarriers a
+# buffer after them.
+CONV_TF32_MULTICAST_FOLDS = (4, 8, 16, 32)
+CONV_TF32_MULTICAST_STAGES = 5
+CONV_TF32_MULTICAST_COLS = 256
+CONV_TF32_MULTICAST_THREADS = WGMMA_THREADS + 128
+
+
+def conv_tf32_multicast_name(index: str, fold: int) -> str:
+    return f"conv_tf32_multicast<{index}, {fold}>"
+
+
+def conv_tf32_multicast_shared(raw_row: int) -> int:
+    stage = 2 * CONV_TF32_MULTICAST_COLS * CONV_TF32_STREAM_LINE + CONV_TF32_SLICE * raw_row * 4
+    return CONV_TF32_MULTICAST_STAGES * (-(-stage // 1024) * 1024 + 16)
+
 # conv_wgmma_resident's fill (perf notes v17): a forward pass of stride
 # FILL_STEP whose dilation is a multiple of it has every tap on one phase and
 # the others bias only (P4).  The kernel then runs that phase alone, as a
@@ -1377,6 +1399,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                         names += [("conv_window.cu", window_name(dtype, index, t, passes, True)) for t in WINDOW_TUNE_TILES]
                     if dtype == "float32":
                         names += [("conv_tf32.cu", conv_tf32_stream_name(index, taps, passes)) for taps in CONV_TF32_STREAM_TAPS]
+                        names += [("conv_tf32.cu", conv_tf32_multicast_name(index, f)) for f in CONV_TF32_MULTICAST_FOLDS] if passes == 1 else []
                     if passes == 3:
                         names += [("conv_wgmma.cu", wgmma_x3_name(index, t, copy)) for t in WGMMA_TILES for copy in RESIDENT_COPY_BYTES]
                     if passes == 1:

@@ -1027,9 +1027,13 @@ def _spy_conv_tf32_stream(monkeypatch, multiprocessors=None):
 def test_conv_tf32_stream(case, precision, multiprocessors, monkeypatch):
     """conv_tf32_stream's forward pass in "tf32" (TF32) and "highest"
     (3xTF32) against float64, with the usual tolerances, in poisoned memory:
-    the kernel ran, the build of the mode's passes (on Hopper)."""
+    the kernel ran, the build of the mode's passes (on Hopper).
+    (conv_tf32_multicast, which takes most TF32 passes, is off here.)"""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_CONV_TF32_MULTICAST", False)
     names = _spy_conv_tf32_stream(monkeypatch, multiprocessors)
     test_forward(case, ("float32", precision))
     ours = [n for n in names if n.startswith("conv_tf32_stream")]
@@ -1040,10 +1044,90 @@ def test_conv_tf32_stream(case, precision, multiprocessors, monkeypatch):
 def test_conv_tf32_stream_64_bit_index(precision, monkeypatch):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "USE_CONV_TF32_MULTICAST", False)
     names = _spy_conv_tf32_stream(monkeypatch, 3)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     test_forward(CONV_TF32_STREAM_CASES[0], ("float32", precision))
     assert [n for n in names if n.startswith("conv_tf32_stream")] == [_kernels.conv_tf32_stream_name("long long", 2, 1 if precision == "tf32" else 3)]
+
+
+# conv_tf32_multicast: the TF32 passes of conv_tf32_stream's cases with a
+# fold of 4 to 32 and source rows of whole 16-byte vectors.  An X2-like fold
+# of 8 with a channel tail in the slices, a partial tile of (channel,
+# sub-phase) columns and an odd count of items (a cluster's second block
+# runs its pair's first window and stores nothing); two groups of 32
+# channels with a fold of 4 and no bias; unbatched with output padding, a
+# fold of 16; a fold of 32 (8 channels a tile); an odd padding (every output
+# vector misaligned: single stores) with 3 items; and channels in one slice.
+CONV_TF32_MULTICAST_CASES = [
+    Case("cm_x2like", 1, 3, 72, 20, (16,), (300,), stride=8, padding=4),
+    Case("cm_f4_g2", 1, 2, 64, 100, (8,), (500,), stride=4, padding=3, groups=2, bias=False),
+    Case("cm_f16_unbatched", 1, None, 40, 20, (32,), (64,), stride=16, padding=5, output_padding=3),
+    Case("cm_f32", 1, 2, 24, 10, (64,), (40,), stride=32, padding=7),
+    Case("cm_odd_pad", 1, 1, 48, 16, (16,), (260,), stride=8, padding=3),
+    Case("cm_one_slice", 1, 2, 12, 40, (16,), (128,), stride=8, padding=0),
+]
+
+
+@pytest.mark.parametrize("multiprocessors", [None, 2, 7])
+@pytest.mark.parametrize("case", CONV_TF32_MULTICAST_CASES, ids=str)
+def test_conv_tf32_multicast(case, multiprocessors, monkeypatch):
+    """conv_tf32_multicast's forward pass in "tf32" against float64, with the
+    usual tolerances, in poisoned memory, on grids of one cluster (every unit
+    in turn: the buffers' phases wrap many times), of three (7
+    multiprocessors) and the device's: the kernel ran, its fold's build (on
+    Hopper)."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    names = _spy_conv_tf32_stream(monkeypatch, multiprocessors)
+    test_forward(case, ("float32", "tf32"))
+    ours = [n for n in names if n.startswith("conv_tf32")]
+    assert ours == [_kernels.conv_tf32_multicast_name("int", case.stride)], names
+
+
+def test_conv_tf32_multicast_64_bit_index(monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    names = _spy_conv_tf32_stream(monkeypatch, 2)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(CONV_TF32_MULTICAST_CASES[0], ("float32", "tf32"))
+    assert [n for n in names if n.startswith("conv_tf32")] == [_kernels.conv_tf32_multicast_name("long long", 8)]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        Case("cm_no_f2", 1, 2, 32, 20, (4,), (200,), stride=2, padding=1),  # a fold of 2
+        Case("cm_no_f64", 1, 2, 32, 3, (128,), (40,), stride=64, padding=10),  # a fold of 64
+        Case("cm_no_row", 1, 2, 32, 20, (16,), (301,), stride=8, padding=4),  # rows not whole 16-byte vectors
+        Case("cm_no_groups", 1, 2, 40, 20, (8,), (200,), stride=4, padding=1, groups=2),  # 20 channels a group
+    ],
+    ids=str,
+)
+def test_conv_tf32_multicast_declines(case, monkeypatch):
+    """What conv_tf32_multicast has no build or tensor map for goes to
+    conv_tf32_stream, right either way."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    names = _spy_conv_tf32_stream(monkeypatch)
+    test_forward(case, ("float32", "tf32"))
+    assert [n for n in names if n.startswith("conv_tf32")] == [_kernels.conv_tf32_stream_name("int", 2, 1)], names
+
+
+def test_conv_tf32_multicast_repeats_bitwise(monkeypatch):
+    """Two runs of the same call give the same bits, and a remembered call's
+    replay (new output, new packed weight: both tensor maps rewritten) gives
+    the checked path's."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    names = _spy_conv_tf32_stream(monkeypatch)
+    case = CONV_TF32_MULTICAST_CASES[0]
+    x, w, b = (cupy.asarray(a.astype(numpy.float32)) for a in case.arrays(numpy.random.default_rng(5), numpy.float32))
+    runs = [cupyconv.conv_transpose1d(x, w, b, **case.kwargs, precision="tf32") for _ in range(5)]
+    assert all(bool((r == runs[0]).all()) for r in runs[1:])
+    assert all(n == _kernels.conv_tf32_multicast_name("int", 8) for n in names if n.startswith("conv_tf32")) and names
 
 
 def test_conv_tf32_stream_rule(monkeypatch):
@@ -2788,7 +2872,8 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
 # conv_wgmma_tf32 for P2-like ones in tf32 (128 rows).  float32 "highest" takes
 # conv_wgmma_x3 where its row rule sends it (P1-, P2-like; not X3-like,
 # 16384 rows, nor P4-like, whose fill runs on conv_window).  X2-like takes
-# conv_fold in 16-bit and conv_tf32_stream in both float32 tensor-core modes.
+# conv_fold in 16-bit, conv_tf32_multicast in "tf32" and conv_tf32_stream in
+# "highest".
 _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), mode, "conv_wgmma_resident")
     for mode in (("float32", "tf32"), ("float16", "highest"), ("bfloat16", "highest"))
@@ -2803,7 +2888,7 @@ _WGMMA_ROUTES = [
     (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "highest"), "conv_tf32_stream"),
     (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float16", "highest"), "conv_fold"),
     (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("bfloat16", "highest"), "conv_fold"),
-    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "tf32"), "conv_tf32_stream"),
+    (dict(x=(1, 512, 512), w=(512, 256, 16), stride=8, padding=4), ("float32", "tf32"), "conv_tf32_multicast"),
     (dict(x=(1, 64, 64), w=(64, 64, 1024), stride=256, padding=384), ("float32", "highest"), None),
 ]
 
@@ -2824,7 +2909,7 @@ def test_wgmma_routing(problem, mode, expected, monkeypatch):
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
     y = cupyconv.conv_transpose1d(_to_gpu(x, dtype), _to_gpu(w, dtype), **problem, precision=mode[1])
-    wgmma = [name for name in ran if name.startswith(("conv_wgmma", "conv_fold", "conv_tf32_stream"))]
+    wgmma = [name for name in ran if name.startswith(("conv_wgmma", "conv_fold", "conv_tf32_stream", "conv_tf32_multicast"))]
     assert wgmma == ([expected] if expected and _is_hopper() else []), ran
     oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), **problem)
     limit = {"float32": 1e-5 if mode[1] == "highest" else 2e-3, "float16": 2e-3, "bfloat16": 2e-2}[mode[0]]

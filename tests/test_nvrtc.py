@@ -165,7 +165,7 @@ def test_grad_weight_tf32_compiles_for_sm_90a_without_spills():
 
 
 def test_conv_tf32_compiles_for_sm_90a_without_spills():
-    """conv_wgmma_tf32 and conv_tf32_stream (built for sm_90a) keep their
+    """conv_wgmma_tf32, conv_tf32_stream and conv_tf32_multicast (built for sm_90a) keep their
     accumulators and both register sets of A fragments in registers: no spills, no serialized
     wgmma (ptxas serialized every one while a path into a stage could leave
     that stage's own register set in flight); and the host's copies of its
@@ -183,12 +183,18 @@ def test_conv_tf32_compiles_for_sm_90a_without_spills():
     resident = [name for name in names if name.startswith("conv_wgmma_tf32<")]
     assert len(resident) == len(_kernels.INDEX_TYPES) * len(_kernels.CONV_TF32_TAPS) * 2  # and each FOLD build
     assert sum(name.endswith(", true>") for name in resident) == len(resident) // 2
-    # conv_tf32_stream: TF32 and 3xTF32 builds
-    assert len(names) - len(resident) == len(_kernels.INDEX_TYPES) * len(_kernels.CONV_TF32_STREAM_TAPS) * 2
+    # conv_tf32_stream: TF32 and 3xTF32 builds; conv_tf32_multicast: a build a fold
+    multicast = [name for name in names if name.startswith("conv_tf32_multicast<")]
+    assert len(multicast) == len(_kernels.INDEX_TYPES) * len(_kernels.CONV_TF32_MULTICAST_FOLDS)
+    assert len(names) - len(resident) - len(multicast) == len(_kernels.INDEX_TYPES) * len(_kernels.CONV_TF32_STREAM_TAPS) * 2
     found = dict(re.findall(r"constexpr int (CS_\w+) = (\d+);", text))
     assert "CS_BUFFERS = CS_AHEAD + 2;" in text and int(found["CS_AHEAD"]) + 2 == _kernels.CONV_TF32_STREAM_BUFFERS
     assert "CS_LINE = CT_SLICE * 4;" in text and _kernels.CONV_TF32_STREAM_LINE == _kernels.CONV_TF32_SLICE * 4
     assert "cs_cols() { return PASSES == 1 ? 256 : 128; }" in text and _kernels.CONV_TF32_STREAM_COLS == {1: 256, 3: 128}
+    found = dict(re.findall(r"constexpr int (CM_\w+) = (\d+);", text))
+    assert int(found["CM_STAGES"]) == _kernels.CONV_TF32_MULTICAST_STAGES and int(found["CM_COLS"]) == _kernels.CONV_TF32_MULTICAST_COLS
+    assert "CM_CONSUMERS = CT_THREADS;" in text and "__launch_bounds__(CM_CONSUMERS + 128, 1)" in text
+    assert "CM_TILE = CM_COLS * CS_LINE;" in text and int(found["CM_TAPS"]) == 2
     _check_asynchronous_without_spills("conv_tf32.cu", names)
 
 

@@ -281,6 +281,25 @@ def test_packed_arguments_fill_the_pointer_slots(monkeypatch):
     assert len(launches) == 2
 
 
+def test_packed_arguments_rewrite_each_tensor_map_for_its_array(monkeypatch):
+    """A launch with two tensor maps (conv_tf32_multicast's: the source's and
+    the packed weight's) hands the kernel each map's address in its slot and
+    rewrites a map only when the array it describes moves."""
+    writes = []
+    monkeypatch.setattr(_cuda, "_launch_kernel", lambda *args: None)
+    monkeypatch.setattr(_cuda.cupy.cuda, "get_current_stream", lambda: SimpleNamespace(ptr=0))
+    monkeypatch.setattr(_cuda._MapSlot, "write", lambda self, pointer: writes.append((self.spec.array, pointer)) or setattr(self, "written", pointer))
+    first = _cuda._TensorMap(dims=(8,), strides=(), box=(8,))
+    second = _cuda._TensorMap(dims=(4,), strides=(), box=(4,), array=1)
+    packed = _cuda._PackedArguments(SimpleNamespace(kernel=SimpleNamespace(ptr=5)), 2, 384, 0, 3, (first, second, numpy.int32(3)))
+    assert [int(packed.params[3 + i]) for i in range(2)] == [slot.address for slot, _ in packed.maps]
+    assert [array for _, array in packed.maps] == [0, 1]
+    packed.launch_pointers([0x1000, 0x2000, 0x3000])
+    packed.launch_pointers([0x1000, 0x2400, 0x3100])
+    packed.launch_pointers([0x1800, 0x2400, 0x3100])
+    assert writes == [(0, 0x1000), (1, 0x2000), (1, 0x2400), (0, 0x1800)]
+
+
 def test_replay_run_poisons_what_it_makes(monkeypatch):
     """run() (the third call's check) launches on the inputs as given and,
     with poison, fills each output and temporary with 0xFF bytes once,

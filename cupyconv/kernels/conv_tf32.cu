@@ -686,3 +686,239 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_tf32_stream(
     cp_async_wait_all();
 #endif
 }
+
+// conv_tf32_multicast: conv_tf32_stream's TF32 GEMM (PASSES 1, 2 taps a
+// sub-phase) for folds of 4 to 32, in clusters of two blocks that share the
+// weight, its copies by TMA from a producer warpgroup (X2 "tf32": perf notes
+// v47).  conv_tf32_stream's blocks each copied a stage's window and its 32 KB
+// of weight by cp.async (about 300 instructions a warp a stage beside 8 MMAs,
+// v39) and read the weight from L2 once per item and block.
+//
+// Work: units (pair of items, combo), pair-major, split evenly over the
+// clusters; block `rank` of a cluster takes item 2 pair + rank (a pair's
+// second item past the last: the block runs the first's window and stores
+// nothing), both blocks the same combo (group, co_tile) and the same slices
+// in the same order, so each stage's weight serves both: each block's
+// producer loads half of each tap's tile and multicasts it into both.  Items
+// of one pair follow each other through the combos, so a window is read
+// from DRAM about once and from L2 for the other co tiles.
+//
+// A stage (CM_STAGES buffers, 1024-byte aligned): per tap a weight tile of
+// CM_COLS rows x 16 channels (64-byte rows, 64-byte swizzle: TMA's
+// SWIZZLE_64B is wgmma_descriptor_swizzle64's atom), then the window,
+// 16 channel rows of raw_row floats from position lo rounded down to a
+// multiple of 4 (TMA, no swizzle; zeros outside the source).  A box's first
+// position must be 16-byte aligned: -1, X2's, raised an illegal instruction
+// (perf notes v47); the fragment loads skip the (lo % 4) floats before.  The weight's tensor map is 4D over the packed
+// weight (channels_padded, out_channels, kernel_w, groups), box (16,
+// CO_PER, FOLD / 2, 1): half h is sub-phases FOLD / 2 h.. of the tile's
+// CO_PER channels, so tile row n is (sub-phase n / CO_PER, channel n %
+// CO_PER) -- the order the stores want: each thread's accumulators hold all
+// FOLD sub-phases of its (channel, column), consecutive outputs, stored by
+// 16-byte vectors.  Channels and taps past the weight's load as zeros.
+//
+// Barriers: `full` (the producer's arrival and the stage's bytes: both
+// halves of the weight, the window) and `empty` (every consumer warp of both
+// blocks: the other block's producer writes into this block's buffers too).
+// A consumer warpgroup per stage: wait for `full`, its window fragments
+// (conv_tf32_stream's loads, rounded to TF32), 2 taps x 2 k-steps of
+// wgmma.m64n256k8, commit, wait for the previous stage's MMAs and release
+// its buffer.  At an item's last slice the sums plus the bias go out.
+//
+// Requirements checked by the host: compute capability 9.0, a source whose
+// rows are whole 16-byte vectors (the tensor map's strides), one group or
+// channels a multiple of 16 (the window box reads no other group's
+// channels), the packed weight of pack_window_weight rounded to TF32.
+constexpr int CM_STAGES = 5;
+constexpr int CM_COLS = 256;
+constexpr int CM_TAPS = 2;
+constexpr int CM_TILE = CM_COLS * CS_LINE;  // a tap's weight tile, 16 KB
+constexpr int CM_CONSUMERS = CT_THREADS;    // two consumer warpgroups; a block: CM_CONSUMERS + 128 with the producer
+
+struct __align__(64) CmMap {
+    unsigned long long words[16];
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CM_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
+#else
+#define CM_CLUSTER_DIMS
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A box of the 4D tensor map at `map` into the same shared offset of both
+// blocks of the cluster, counted by the barrier at the same offset in each.
+__device__ __forceinline__ void cm_load_4d_multicast(unsigned dst, const void* map, int c0, int c1, int c2, int c3, unsigned barrier) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+                 "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(barrier), "h"(static_cast<unsigned short>(3))
+                 : "memory");
+}
+// A box of the 3D tensor map at `map` into this block's shared memory.
+__device__ __forceinline__ void cm_load_3d(unsigned dst, const void* map, int c0, int c1, int c2, unsigned barrier) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+                 "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(barrier)
+                 : "memory");
+}
+
+// Where the cluster's work is: unit u = (pair, combo), and this block's item.
+struct CmUnit {
+    int group, co_tile, n, c0;
+    bool stores;  // the item exists (a pair's second past the last does not)
+    __device__ __forceinline__ void at(int u, int combos, int co_tiles, int items, int col_tiles, int rank) {
+        const int pair = u / combos, combo = u - pair * combos;
+        group = combo / co_tiles, co_tile = combo - group * co_tiles;
+        const int item = 2 * pair + rank;
+        stores = item < items;
+        const int it = stores ? item : item - 1;
+        n = it / col_tiles, c0 = (it - n * col_tiles) * CT_POSITIONS;
+    }
+};
+#endif
+
+template <typename Index, int FOLD>
+__global__ void CM_CLUSTER_DIMS __launch_bounds__(CM_CONSUMERS + 128, 1) conv_tf32_multicast(
+    const float* __restrict__ source,  // (batch, groups * channels, src_w): read through source_map
+    const float* __restrict__ weight,  // (groups, kernel_w, out_channels, channels_padded), TF32-rounded: read through weight_map
+    const float* __restrict__ bias,    // (groups * out_channels) or null
+    float* __restrict__ out,           // (batch, groups * out_channels, out_w)
+    const __grid_constant__ CmMap source_map, const __grid_constant__ CmMap weight_map,
+    int batch, int groups, int channels, int out_channels, int out_w, int count, int out_base, int in_base, int tap_in_step,
+    int raw_row, int co_tiles, int tap_first, int tap_step, int out_step) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(FOLD >= 4 && FOLD <= 32 && (FOLD & (FOLD - 1)) == 0, "a fold of 4 to 32");
+    constexpr int CO_PER = CM_COLS / FOLD;  // output channels a tile
+    constexpr int J = CO_PER / 8;           // 8-column groups of one sub-phase
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const int window_bytes = CT_SLICE * raw_row * 4;
+    const int stage_bytes = (CM_TAPS * CM_TILE + window_bytes + 1023) & ~1023;
+    const unsigned base = shared_address(smem);
+    const unsigned barriers = base + CM_STAGES * stage_bytes;  // full, then empty, a stage
+    const int rank = static_cast<int>(blockIdx.x & 1);
+    const int tid = threadIdx.x;
+    const int col_tiles = max(1, (count + CT_POSITIONS - 1) / CT_POSITIONS);
+    const int items = count > 0 ? batch * col_tiles : 0;
+    const int combos = groups * co_tiles;
+    const int units = (items + 1) / 2 * combos;
+    const int slices = (channels + CT_SLICE - 1) / CT_SLICE;
+    const int clusters = gridDim.x / 2, cluster = blockIdx.x / 2;
+    const int u_first = static_cast<int>(static_cast<long long>(cluster) * units / clusters);
+    const int u_end = static_cast<int>(static_cast<long long>(cluster + 1) * units / clusters);
+    const int lo_offset = min(0, (CM_TAPS - 1) * tap_in_step);  // an item's window starts at in_base + c0 + lo_offset
+
+    if (tid == 0) {
+        for (int s = 0; s < CM_STAGES; ++s) {
+            mbarrier_init(barriers + 8 * s, 1);                                            // full
+            mbarrier_init(barriers + 8 * (CM_STAGES + s), 2 * (CM_CONSUMERS / 32));      // empty
+        }
+        fence_mbarrier_init();
+    }
+    cluster_sync();  // both blocks' barriers are made before either copies or arrives
+
+    CmUnit unit;
+    if (tid >= CM_CONSUMERS) {  // the producer warpgroup: one thread issues the copies
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (tid == CM_CONSUMERS) {
+            int seq = 0;
+            for (int u = u_first; u < u_end; ++u) {
+                unit.at(u, combos, co_tiles, items, col_tiles, rank);
+                const int lo = (in_base + unit.c0 + lo_offset) & ~3;  // (a box's first position is 16-byte aligned)
+                for (int slice = 0; slice < slices; ++slice, ++seq) {
+                    const int s = seq % CM_STAGES;
+                    const unsigned full = barriers + 8 * s, stage = base + s * stage_bytes;
+                    if (seq >= CM_STAGES) mbarrier_wait(full + 8 * CM_STAGES, (seq / CM_STAGES - 1) & 1);
+                    mbarrier_expect_tx(full, CM_TAPS * CM_TILE + window_bytes);  // both halves of the weight land here
+                    mbarrier_arrive(full);
+#pragma unroll
+                    for (int t = 0; t < CM_TAPS; ++t)
+                        cm_load_4d_multicast(stage + t * CM_TILE + rank * (CM_TILE / 2), &weight_map, slice * CT_SLICE, unit.co_tile * CO_PER,
+                                             tap_first + t * tap_step + rank * (FOLD / 2), unit.group, full);
+                    cm_load_3d(stage + CM_TAPS * CM_TILE, &source_map, lo, unit.group * channels + slice * CT_SLICE, unit.n, full);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+        const int warpgroup = tid / 128, lane = tid % 32, w = (tid / 32) % 4;
+        const int g = lane / 4, t4 = lane % 4;
+        const int fragment_column = 64 * warpgroup + 16 * w + g + ((in_base + lo_offset) & 3);  // (every item's window: c0 is a multiple of 4)
+        float acc[CM_COLS / 2];
+        unsigned frag[2][CM_TAPS][CT_KSTEPS][4];
+        int seq = 0;
+        // Stage `seq` (slice `slice` of the unit) with fragment registers `f`.
+        auto stage = [&](unsigned (&f)[CM_TAPS][CT_KSTEPS][4], int slice) {
+            const int s = seq % CM_STAGES;
+            const unsigned stage_address = base + s * stage_bytes;
+            mbarrier_wait(barriers + 8 * s, (seq / CM_STAGES) & 1);
+            const float* const window = reinterpret_cast<const float*>(smem + s * stage_bytes + CM_TAPS * CM_TILE) + t4 * raw_row + fragment_column;
+#pragma unroll
+            for (int t = 0; t < CM_TAPS; ++t) {
+                const float* const tap = window + t * tap_in_step - lo_offset;
+#pragma unroll
+                for (int k = 0; k < CT_KSTEPS; ++k) {
+                    const float* const src = tap + 8 * k * raw_row;
+                    f[t][k][0] = to_tf32(src[0]);
+                    f[t][k][1] = to_tf32(src[8]);
+                    f[t][k][2] = to_tf32(src[4 * raw_row]);
+                    f[t][k][3] = to_tf32(src[4 * raw_row + 8]);
+                }
+            }
+            wgmma_fence();
+#pragma unroll
+            for (int t = 0; t < CM_TAPS; ++t)
+#pragma unroll
+                for (int k = 0; k < CT_KSTEPS; ++k)
+                    wgmma_m64n256k8_tf32_rs(acc, f[t][k], wgmma_descriptor_swizzle64(stage_address + t * CM_TILE + k * 32, 512),
+                                            slice > 0 || t > 0 || k > 0);
+            wgmma_commit();
+            wgmma_wait<1>();  // stage seq - 1's MMAs: its buffer is free
+            if (seq > 0) cluster_release(barriers + 8 * (CM_STAGES + (seq - 1) % CM_STAGES), rank ^ 1, lane == 0);
+            ++seq;
+        };
+        for (int u = u_first; u < u_end; ++u) {
+            unit.at(u, combos, co_tiles, items, col_tiles, rank);
+            int slice = 0;
+            for (; slice + 1 < slices; slice += 2) {
+                stage(frag[0], slice);
+                stage(frag[1], slice + 1);
+            }
+            if (slice < slices) stage(frag[0], slice);
+            wgmma_wait<0>();
+            pin(acc);
+            if (!unit.stores) continue;
+            // Accumulator 4 (jj + J r) + 2 h + e: column c0 + 64 warpgroup + 16 w + g + 8 h, channel 8 jj + 2 t4 + e of the tile, sub-phase r.
+            const Index out_row0 = (static_cast<Index>(unit.n) * groups + unit.group) * out_channels;
+#pragma unroll
+            for (int jj = 0; jj < J; ++jj)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int co = unit.co_tile * CO_PER + 8 * jj + 2 * t4 + e;
+                    if (co >= out_channels) continue;
+                    const float b = bias != nullptr ? bias[unit.group * out_channels + co] : 0.0f;
+                    float* const row = out + (out_row0 + co) * static_cast<Index>(out_w);
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int c = unit.c0 + 64 * warpgroup + 16 * w + g + 8 * h;
+                        if (c >= count) continue;
+                        const int o0 = out_base + c * out_step;
+#pragma unroll
+                        for (int r4 = 0; r4 < FOLD; r4 += 4) {
+                            float v[4];
+#pragma unroll
+                            for (int i = 0; i < 4; ++i) v[i] = acc[4 * (jj + J * (r4 + i)) + 2 * h + e] + b;
+                            const int o = o0 + r4;
+                            if (o >= 0 && o + 3 < out_w && (reinterpret_cast<size_t>(row + o) & 15) == 0) {
+                                *reinterpret_cast<float4*>(row + o) = make_float4(v[0], v[1], v[2], v[3]);
+                            } else {
+#pragma unroll
+                                for (int i = 0; i < 4; ++i)
+                                    if (o + i >= 0 && o + i < out_w) row[o + i] = v[i];
+                            }
+                        }
+                    }
+                }
+        }
+    }
+    cluster_sync();  // the other block's copies into and arrivals on this block's shared memory are done
+#endif
+}
