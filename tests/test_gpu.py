@@ -1071,12 +1071,12 @@ CONV_TF32_MULTICAST_CASES = [
 ]
 
 
-@pytest.mark.parametrize("multiprocessors", [None, 2, 7])
+@pytest.mark.parametrize("multiprocessors", [None, 2, 12])
 @pytest.mark.parametrize("case", CONV_TF32_MULTICAST_CASES, ids=str)
 def test_conv_tf32_multicast(case, multiprocessors, monkeypatch):
     """conv_tf32_multicast's forward pass in "tf32" against float64, with the
     usual tolerances, in poisoned memory, on grids of one cluster (every unit
-    in turn: the buffers' phases wrap many times), of three (7
+    in turn: the buffers' phases wrap many times), of six (12
     multiprocessors) and the device's: the kernel ran, its fold's build (on
     Hopper)."""
     if not _is_hopper():

@@ -823,7 +823,10 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(CM_CONSUMERS + 128, 1) conv_tf
             for (int u = u_first; u < u_end; ++u) {
                 unit.at(u, combos, co_tiles, items, col_tiles, rank);
                 const int lo = (in_base + unit.c0 + lo_offset) & ~3;  // (a box's first position is 16-byte aligned)
-                for (int slice = 0; slice < slices; ++slice, ++seq) {
+                for (int i = 0; i < slices; ++i, ++seq) {
+                    // odd units walk the slices backwards: a pair's window and the weight slices just read are read
+                    // again first, while they are still in L2 (perf notes v47)
+                    const int slice = (u & 1) ? slices - 1 - i : i;
                     const int s = seq % CM_STAGES;
                     const unsigned full = barriers + 8 * s, stage = base + s * stage_bytes;
                     if (seq >= CM_STAGES) mbarrier_wait(full + 8 * CM_STAGES, (seq / CM_STAGES - 1) & 1);
