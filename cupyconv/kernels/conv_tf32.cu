@@ -694,14 +694,18 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_tf32_stream(
 // of weight by cp.async (about 300 instructions a warp a stage beside 8 MMAs,
 // v39) and read the weight from L2 once per item and block.
 //
-// Work: units (pair of items, combo), pair-major, split evenly over the
-// clusters; block `rank` of a cluster takes item 2 pair + rank (a pair's
-// second item past the last: the block runs the first's window and stores
-// nothing), both blocks the same combo (group, co_tile) and the same slices
-// in the same order, so each stage's weight serves both: each block's
-// producer loads half of each tap's tile and multicasts it into both.  Items
-// of one pair follow each other through the combos, so a window is read
-// from DRAM about once and from L2 for the other co tiles.
+// Work: units (pair of items, combo), pair-major, dealt to the clusters in
+// turn (cluster c takes units c, c + clusters, ...); block `rank` of a
+// cluster takes item 2 pair + rank (a pair's second item past the last: the
+// block runs the first's window and stores nothing), both blocks the same
+// combo (group, co_tile) and the same slices in the same order, so each
+// stage's weight serves both: each block's producer loads half of each tap's
+// tile and multicasts it into both.  At any time the clusters work on a few
+// neighbouring pairs, each pair's window read from DRAM once and from L2 by
+// the clusters of its other combos (ranges of consecutive units a cluster
+// read each window 16 times over 16 units, from DRAM mostly: X2's DRAM
+// reads 1.07 GB against 216 MB dealt, perf notes v47); every other step
+// walks the slices backwards, so the slices read last are read again first.
 //
 // A stage (CM_STAGES buffers, 1024-byte aligned): per tap a weight tile of
 // CM_COLS rows x 16 channels (64-byte rows, 64-byte swizzle: TMA's
@@ -761,6 +765,19 @@ __device__ __forceinline__ void cm_load_3d(unsigned dst, const void* map, int c0
                  : "memory");
 }
 
+// Four outputs from row[o] on, where `ok`: one 16-byte store where aligned and
+// inside the row, single ones (inside it) otherwise.
+__device__ __forceinline__ void cm_store4(float* row, int o, const float (&v)[4], bool ok, int out_w) {
+    if (!ok) return;
+    if (o >= 0 && o + 3 < out_w && (reinterpret_cast<size_t>(row + o) & 15) == 0) {
+        *reinterpret_cast<float4*>(row + o) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            if (o + i >= 0 && o + i < out_w) row[o + i] = v[i];
+    }
+}
+
 // Where the cluster's work is: unit u = (pair, combo), and this block's item.
 struct CmUnit {
     int group, co_tile, n, c0;
@@ -802,8 +819,6 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(CM_CONSUMERS + 128, 1) conv_tf
     const int units = (items + 1) / 2 * combos;
     const int slices = (channels + CT_SLICE - 1) / CT_SLICE;
     const int clusters = gridDim.x / 2, cluster = blockIdx.x / 2;
-    const int u_first = static_cast<int>(static_cast<long long>(cluster) * units / clusters);
-    const int u_end = static_cast<int>(static_cast<long long>(cluster + 1) * units / clusters);
     const int lo_offset = min(0, (CM_TAPS - 1) * tap_in_step);  // an item's window starts at in_base + c0 + lo_offset
 
     if (tid == 0) {
@@ -820,13 +835,12 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(CM_CONSUMERS + 128, 1) conv_tf
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (tid == CM_CONSUMERS) {
             int seq = 0;
-            for (int u = u_first; u < u_end; ++u) {
+            for (int u = cluster; u < units; u += clusters) {
                 unit.at(u, combos, co_tiles, items, col_tiles, rank);
                 const int lo = (in_base + unit.c0 + lo_offset) & ~3;  // (a box's first position is 16-byte aligned)
                 for (int i = 0; i < slices; ++i, ++seq) {
-                    // odd units walk the slices backwards: a pair's window and the weight slices just read are read
-                    // again first, while they are still in L2 (perf notes v47)
-                    const int slice = (u & 1) ? slices - 1 - i : i;
+                    // every other step backwards: the slices read last are read again first, while they are in L2
+                    const int slice = ((u / clusters) & 1) ? slices - 1 - i : i;
                     const int s = seq % CM_STAGES;
                     const unsigned full = barriers + 8 * s, stage = base + s * stage_bytes;
                     if (seq >= CM_STAGES) mbarrier_wait(full + 8 * CM_STAGES, (seq / CM_STAGES - 1) & 1);
@@ -878,7 +892,7 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(CM_CONSUMERS + 128, 1) conv_tf
             if (seq > 0) cluster_release(barriers + 8 * (CM_STAGES + (seq - 1) % CM_STAGES), rank ^ 1, lane == 0);
             ++seq;
         };
-        for (int u = u_first; u < u_end; ++u) {
+        for (int u = cluster; u < units; u += clusters) {
             unit.at(u, combos, co_tiles, items, col_tiles, rank);
             int slice = 0;
             for (; slice + 1 < slices; slice += 2) {
@@ -889,7 +903,8 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(CM_CONSUMERS + 128, 1) conv_tf
             wgmma_wait<0>();
             pin(acc);
             if (!unit.stores) continue;
-            // Accumulator 4 (jj + J r) + 2 h + e: column c0 + 64 warpgroup + 16 w + g + 8 h, channel 8 jj + 2 t4 + e of the tile, sub-phase r.
+            // Accumulator 4 (jj + J r) + 2 h + e: column c0 + 64 warpgroup + 16 w + g + 8 h, channel 8 jj + 2 t4 + e of the tile,
+            // sub-phase r: a thread holds a column's FOLD consecutive outputs of a channel.
             const Index out_row0 = (static_cast<Index>(unit.n) * groups + unit.group) * out_channels;
 #pragma unroll
             for (int jj = 0; jj < J; ++jj)
@@ -902,21 +917,12 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(CM_CONSUMERS + 128, 1) conv_tf
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         const int c = unit.c0 + 64 * warpgroup + 16 * w + g + 8 * h;
-                        if (c >= count) continue;
-                        const int o0 = out_base + c * out_step;
 #pragma unroll
                         for (int r4 = 0; r4 < FOLD; r4 += 4) {
                             float v[4];
 #pragma unroll
                             for (int i = 0; i < 4; ++i) v[i] = acc[4 * (jj + J * (r4 + i)) + 2 * h + e] + b;
-                            const int o = o0 + r4;
-                            if (o >= 0 && o + 3 < out_w && (reinterpret_cast<size_t>(row + o) & 15) == 0) {
-                                *reinterpret_cast<float4*>(row + o) = make_float4(v[0], v[1], v[2], v[3]);
-                            } else {
-#pragma unroll
-                                for (int i = 0; i < 4; ++i)
-                                    if (o + i >= 0 && o + i < out_w) row[o + i] = v[i];
-                            }
+                            cm_store4(row, out_base + c * out_step + r4, v, c < count, out_w);
                         }
                     }
                 }
