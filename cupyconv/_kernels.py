@@ -414,6 +414,7 @@ CONV_TF32_MULTICAST_FOLDS = (4, 8, 16, 32)
 CONV_TF32_MULTICAST_STAGES = 5
 CONV_TF32_MULTICAST_COLS = 256
 CONV_TF32_MULTICAST_THREADS = WGMMA_THREADS + 128
+CONV_TF32_MULTICAST_ROW = 132
 
 
 def conv_tf32_multicast_name(index: str, fold: int) -> str:
@@ -422,7 +423,8 @@ def conv_tf32_multicast_name(index: str, fold: int) -> str:
 
 def conv_tf32_multicast_shared(raw_row: int) -> int:
     stage = 2 * CONV_TF32_MULTICAST_COLS * CONV_TF32_STREAM_LINE + CONV_TF32_SLICE * raw_row * 4
-    return CONV_TF32_MULTICAST_STAGES * (-(-stage // 1024) * 1024 + 16)
+    staging = 128 + WGMMA_THREADS // 32 * 4 * CONV_TF32_MULTICAST_ROW * 4  # (after the barriers: fold 8's staged output rows)
+    return CONV_TF32_MULTICAST_STAGES * -(-stage // 1024) * 1024 + staging
 
 # conv_wgmma_resident's fill (perf notes v17): a forward pass of stride
 # FILL_STEP whose dilation is a multiple of it has every tap on one phase and

@@ -738,6 +738,8 @@ constexpr int CM_COLS = 256;
 constexpr int CM_TAPS = 2;
 constexpr int CM_TILE = CM_COLS * CS_LINE;  // a tap's weight tile, 16 KB
 constexpr int CM_CONSUMERS = CT_THREADS;    // two consumer warpgroups; a block: CM_CONSUMERS + 128 with the producer
+constexpr int CM_ROW = 132;                 // a consumer warp's staged output row (fold 8: 16 columns x 8 floats, and 4 apart)
+constexpr int CM_STAGING = CM_CONSUMERS / 32 * 4 * CM_ROW * 4;  // the consumer warps' 4 rows each, after the barriers (at 128)
 
 struct __align__(64) CmMap {
     unsigned long long words[16];
@@ -906,6 +908,38 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(CM_CONSUMERS + 128, 1) conv_tf
             // Accumulator 4 (jj + J r) + 2 h + e: column c0 + 64 warpgroup + 16 w + g + 8 h, channel 8 jj + 2 t4 + e of the tile,
             // sub-phase r: a thread holds a column's FOLD consecutive outputs of a channel.
             const Index out_row0 = (static_cast<Index>(unit.n) * groups + unit.group) * out_channels;
+            if constexpr (FOLD == 8) {
+                // Through this warp's staging rows: its 16 columns' 128 outputs of a channel are contiguous in the
+                // output, so lane L stores floats 4 L.. of a row: 512 contiguous bytes a store, whole sectors (a
+                // thread's own 16-byte stores covered half sectors: X2's padding puts a column's 8 outputs across two).
+                float* const staged = reinterpret_cast<float*>(smem + CM_STAGES * stage_bytes + 128) + (tid / 32) * 4 * CM_ROW;
+                const int c_first = unit.c0 + 64 * warpgroup + 16 * w, c_lane = c_first + lane / 2;
+#pragma unroll
+                for (int jj = 0; jj < J; ++jj)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int co_mine = unit.co_tile * CO_PER + 8 * jj + 2 * t4 + e;
+                        const float b = bias != nullptr && co_mine < out_channels ? bias[unit.group * out_channels + co_mine] : 0.0f;
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+#pragma unroll
+                            for (int q = 0; q < 2; ++q)
+                                *reinterpret_cast<float4*>(staged + t4 * CM_ROW + (g + 8 * h) * 8 + 4 * q) =
+                                    make_float4(acc[4 * (jj + J * (4 * q)) + 2 * h + e] + b, acc[4 * (jj + J * (4 * q + 1)) + 2 * h + e] + b,
+                                                acc[4 * (jj + J * (4 * q + 2)) + 2 * h + e] + b, acc[4 * (jj + J * (4 * q + 3)) + 2 * h + e] + b);
+                        __syncwarp();
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {  // row i: channel 8 jj + 2 i + e
+                            const int co = unit.co_tile * CO_PER + 8 * jj + 2 * i + e;
+                            const float4 f = *reinterpret_cast<const float4*>(staged + i * CM_ROW + 4 * lane);
+                            const float v[4] = {f.x, f.y, f.z, f.w};
+                            cm_store4(out + (out_row0 + (co < out_channels ? co : 0)) * static_cast<Index>(out_w),
+                                      out_base + c_lane * out_step + 4 * (lane & 1), v, co < out_channels && c_lane < count, out_w);
+                        }
+                        __syncwarp();
+                    }
+                continue;
+            }
 #pragma unroll
             for (int jj = 0; jj < J; ++jj)
 #pragma unroll
