@@ -195,6 +195,7 @@ def test_conv_tf32_compiles_for_sm_90a_without_spills():
     assert int(found["CM_STAGES"]) == _kernels.CONV_TF32_MULTICAST_STAGES and int(found["CM_COLS"]) == _kernels.CONV_TF32_MULTICAST_COLS
     assert "CM_CONSUMERS = CT_THREADS;" in text and "__launch_bounds__(CM_CONSUMERS + 128, 1)" in text
     assert "CM_TILE = CM_COLS * CS_LINE;" in text and int(found["CM_TAPS"]) == 2
+    assert int(found["CM_ROW"]) == _kernels.CONV_TF32_MULTICAST_ROW
     _check_asynchronous_without_spills("conv_tf32.cu", names)
 
 
