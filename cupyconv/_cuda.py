@@ -229,11 +229,11 @@ def _kernel_function(plan: _Launch):
 
 class _TensorMap(NamedTuple):
     """A kernel argument: the tiled TMA tensor map (CUtensorMap, 128 bytes) of
-    the launch's first array, which the launch writes for that array's
-    address.  dims and box innermost first; strides in bytes, of the outer
-    dimensions; data_type, swizzle: the driver's CUtensorMapDataType and
-    CUtensorMapSwizzle.  Elements outside the dims load as zeros.  `array`:
-    which of the launch's arrays the map describes."""
+    the launch's array number `array` (the first by default), which the
+    launch writes for that array's address.  dims and box innermost first;
+    strides in bytes, of the outer dimensions; data_type, swizzle: the
+    driver's CUtensorMapDataType and CUtensorMapSwizzle.  Elements outside
+    the dims load as zeros."""
 
     dims: tuple
     strides: tuple

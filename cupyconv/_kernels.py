@@ -402,7 +402,6 @@ def conv_tf32_stream_layout(record: Tuple[int, ...], passes: int) -> Optional[Tu
     return vectors, raw_row, cols * 4 + CONV_TF32_STREAM_BUFFERS * buffer
 
 
-
 # conv_tf32_multicast (conv_tf32.cu): conv_tf32_stream's TF32 GEMM (2 taps a
 # sub-phase) in clusters of two blocks that share each stage's weight (TMA,
 # multicast), its copies issued by a producer warpgroup.  Its builds, by
@@ -425,6 +424,7 @@ def conv_tf32_multicast_shared(raw_row: int) -> int:
     stage = 2 * CONV_TF32_MULTICAST_COLS * CONV_TF32_STREAM_LINE + CONV_TF32_SLICE * raw_row * 4
     staging = 128 + WGMMA_THREADS // 32 * 4 * CONV_TF32_MULTICAST_ROW * 4  # (after the barriers: fold 8's staged output rows)
     return CONV_TF32_MULTICAST_STAGES * -(-stage // 1024) * 1024 + staging
+
 
 # conv_wgmma_resident's fill (perf notes v17): a forward pass of stride
 # FILL_STEP whose dilation is a multiple of it has every tap on one phase and
