@@ -713,13 +713,15 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_tf32_stream(
 // 16 channel rows of raw_row floats from position lo rounded down to a
 // multiple of 4 (TMA, no swizzle; zeros outside the source).  A box's first
 // position must be 16-byte aligned: -1, X2's, raised an illegal instruction
-// (perf notes v47); the fragment loads skip the (lo % 4) floats before.  The weight's tensor map is 4D over the packed
-// weight (channels_padded, out_channels, kernel_w, groups), box (16,
-// CO_PER, FOLD / 2, 1): half h is sub-phases FOLD / 2 h.. of the tile's
-// CO_PER channels, so tile row n is (sub-phase n / CO_PER, channel n %
-// CO_PER) -- the order the stores want: each thread's accumulators hold all
-// FOLD sub-phases of its (channel, column), consecutive outputs, stored by
-// 16-byte vectors.  Channels and taps past the weight's load as zeros.
+// (perf notes v47); the fragment loads skip the (lo % 4) floats before.
+// The weight's tensor map is 4D over the packed weight (channels_padded,
+// out_channels, kernel_w, groups), box (16, CO_PER, FOLD / 2, 1): half h is
+// sub-phases FOLD / 2 h.. of the tile's CO_PER channels, so tile row n is
+// (sub-phase n / CO_PER, channel n % CO_PER) -- the order the stores want:
+// each thread's accumulators hold all FOLD sub-phases of its (channel,
+// column), consecutive outputs.  Channels and taps past the weight's load
+// as zeros.  After the buffers: the barriers, then (at 128) each consumer
+// warp's 4 staging rows of CM_ROW floats (a fold of 8's stores).
 //
 // Barriers: `full` (the producer's arrival and the stage's bytes: both
 // halves of the weight, the window) and `empty` (every consumer warp of both
@@ -727,7 +729,9 @@ __global__ void __launch_bounds__(CT_THREADS, 1) conv_tf32_stream(
 // A consumer warpgroup per stage: wait for `full`, its window fragments
 // (conv_tf32_stream's loads, rounded to TF32), 2 taps x 2 k-steps of
 // wgmma.m64n256k8, commit, wait for the previous stage's MMAs and release
-// its buffer.  At an item's last slice the sums plus the bias go out.
+// its buffer.  At an item's last slice the sums plus the bias go out: a
+// fold of 8 through the warp's staging rows, 512 contiguous bytes a store;
+// other folds by each thread's 16-byte stores.
 //
 // Requirements checked by the host: compute capability 9.0, a source whose
 // rows are whole 16-byte vectors (the tensor map's strides), one group or
@@ -739,7 +743,6 @@ constexpr int CM_TAPS = 2;
 constexpr int CM_TILE = CM_COLS * CS_LINE;  // a tap's weight tile, 16 KB
 constexpr int CM_CONSUMERS = CT_THREADS;    // two consumer warpgroups; a block: CM_CONSUMERS + 128 with the producer
 constexpr int CM_ROW = 132;                 // a consumer warp's staged output row (fold 8: 16 columns x 8 floats, and 4 apart)
-constexpr int CM_STAGING = CM_CONSUMERS / 32 * 4 * CM_ROW * 4;  // the consumer warps' 4 rows each, after the barriers (at 128)
 
 struct __align__(64) CmMap {
     unsigned long long words[16];
