@@ -1247,10 +1247,62 @@ def _grad_input_overlap_plan(geometry: Geometry, dtype: str, index: str):
     return launch, pack, packed_shape
 
 
+# grad_input_multicast (grad_input_overlap.cu, perf notes v48) takes the
+# float32 "tf32" grad_input that grad_input_overlap's float build would:
+# clusters of two blocks share each stage's weight (TMA multicast) and the
+# grad_output stretch is the MMAs' register operand, rounded as it loads.
+# Its tensor map over grad_output needs rows of whole 16-byte quads (the
+# overlap rule's out_w % 4 and 16-byte alignment).  False keeps
+# grad_input_overlap's float build.
+USE_GRAD_INPUT_MULTICAST = True
+
+
+@functools.lru_cache(maxsize=1024)
+def _grad_input_multicast_plan(geometry: Geometry, index: str, multiprocessors: int):
+    """(grad_input_multicast launch, pack_multicast_weight launch, packed
+    shape) for a float grad_input the overlap rule takes, or None where its
+    work or rows pass 32-bit counts."""
+    batch, in_w, out_w = geometry.batch, geometry.in_size[1], geometry.out_size[1]
+    in_channels, out_channels = geometry.in_channels, geometry.out_channels
+    ci_tiles = -(-in_channels // _kernels.GRAD_INPUT_MULTICAST_COLS)
+    items = batch * -(-in_w // _kernels.GRAD_INPUT_MULTICAST_POSITIONS)
+    units = -(-items // 2) * ci_tiles
+    if max(units, 2 * in_w + 256, out_channels * in_channels) > _kernels.INT32_LIMIT:
+        return None
+    gy_map = _TensorMap(
+        dims=(4, out_w // 4, out_channels, batch), strides=(16, out_w * 4, out_w * 4 * out_channels),
+        box=(4, _kernels.GRAD_INPUT_MULTICAST_QUADS, _kernels.GRAD_INPUT_MULTICAST_CO, 1), data_type=7, swizzle=0,  # FLOAT32, no swizzle
+    )  # fmt: skip
+    weight_map = _TensorMap(
+        dims=(16, in_channels, out_channels, 1), strides=(64, 64 * in_channels, 64 * in_channels * out_channels),
+        box=(16, _kernels.GRAD_INPUT_MULTICAST_COLS // 2, 1, 1), data_type=7, swizzle=2, array=1,  # FLOAT32, 64-byte swizzle
+    )  # fmt: skip
+    scalars = (gy_map, weight_map) + tuple(_i32(v) for v in (batch, in_channels, out_channels, in_w, geometry.padding[1], ci_tiles))
+    grid = 2 * max(1, min(units, multiprocessors // 2))
+    launch = _Launch(
+        "grad_input_overlap.cu", _kernels.grad_input_multicast_name(index), grid, _kernels.GRAD_INPUT_MULTICAST_THREADS, scalars,
+        _kernels.GRAD_INPUT_MULTICAST_SHARED,
+    )  # fmt: skip
+    rows = out_channels * in_channels
+    pack_scalars = (_i32(in_channels), _i32(out_channels), _i32(geometry.kernel[1]), _i64(rows))
+    pack_blocks = max(1, min(-(-rows // _kernels.PACK_THREADS), _kernels.PACK_MAX_BLOCKS))
+    pack = _Launch("grad_input_overlap.cu", _kernels.PACK_MULTICAST_WEIGHT, pack_blocks, _kernels.PACK_THREADS, pack_scalars)
+    return launch, pack, (out_channels, in_channels, 16)
+
+
 def _grad_input_overlap(gy4, weight, grad4, geometry: Geometry, dtype: str, index: str, passes: int) -> bool:
-    """Runs grad_input with grad_input_overlap if it is routed and applies; False if not."""
+    """Runs grad_input with grad_input_overlap (float: grad_input_multicast
+    where routed) if it is routed and applies; False if not."""
     if not USE_GRAD_INPUT_OVERLAP or _compute_capability() != 90 or not _grad_input_overlap_applies(geometry, dtype, gy4, grad4, passes):
         return False
+    if dtype == "float32" and USE_GRAD_INPUT_MULTICAST and _kernels.GRAD_INPUT_MULTICAST_SHARED <= _max_shared():
+        plan = _grad_input_multicast_plan(geometry, index, _multiprocessors())
+        if plan is not None:
+            launch, pack, packed_shape = plan
+            packed = cupy.empty(packed_shape, dtype=weight.dtype)
+            _launch(pack, (weight, packed))
+            _launch(launch, (gy4, packed, grad4))
+            return True
     if _kernels.overlap_layout(dtype)[1] > _max_shared():
         return False
     launch, pack, packed_shape = _grad_input_overlap_plan(geometry, dtype, index)

@@ -687,6 +687,36 @@ def pack_overlap_weight_name(dtype: str) -> str:
     return f"pack_overlap_weight<{CUDA_TYPE[dtype]}>"
 
 
+# grad_input_multicast (grad_input_overlap.cu, perf notes v48): the float32
+# "tf32" grad_input of the same problems, conv_tf32_multicast's design:
+# clusters of two blocks share each stage's weight (TMA multicast), the
+# grad_output stretch is the MMAs' register operand.  GRAD_INPUT_MULTICAST_STAGES
+# buffers of 1024-byte-aligned stages: GRAD_INPUT_MULTICAST_CO output
+# channels' weight tiles (GRAD_INPUT_MULTICAST_COLS rows of 16 taps), then
+# two windows (one a consumer warpgroup, 128-byte aligned), then the barriers.
+GRAD_INPUT_MULTICAST_STAGES = 5
+GRAD_INPUT_MULTICAST_COLS = 256  # input channels a tile
+GRAD_INPUT_MULTICAST_POSITIONS = 128  # input positions an item
+GRAD_INPUT_MULTICAST_CO = 2  # output channels a stage
+GRAD_INPUT_MULTICAST_QUADS = 130  # a warpgroup's window box: 16-byte quads of an output channel
+GRAD_INPUT_MULTICAST_THREADS = 384
+_GIM_BOX = GRAD_INPUT_MULTICAST_CO * GRAD_INPUT_MULTICAST_QUADS * 16
+_GIM_STAGE = -(-(GRAD_INPUT_MULTICAST_CO * GRAD_INPUT_MULTICAST_COLS * 64 + 2 * -(-_GIM_BOX // 128) * 128) // 1024) * 1024
+GRAD_INPUT_MULTICAST_SHARED = GRAD_INPUT_MULTICAST_STAGES * _GIM_STAGE + 2 * GRAD_INPUT_MULTICAST_STAGES * 8
+
+
+def grad_input_multicast_name(index: str) -> str:
+    return f"grad_input_multicast<{index}>"
+
+
+PACK_MULTICAST_WEIGHT = "pack_multicast_weight<float>"
+
+
+def gm_tap(j: int) -> int:
+    """The tap at column j of pack_multicast_weight's 16 (grad_input_overlap.cu's gm_tap)."""
+    return (j & 8) + (2 * (j & 3) if (j & 7) < 4 else 2 * (j & 3) + 1)
+
+
 # grad_weight_overlap.cu (perf notes v33): grad_weight of the same problems,
 # grad_output's rows read in place as the M-major A operand of rows
 # (output channel, phase).
@@ -1417,6 +1447,8 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     names.append(("grad_weight_overlap.cu", grad_weight_overlap_name(dtype, index, 16)))
                     names.append(("grad_input_overlap.cu", grad_input_overlap_name(dtype, index)))
                     names += [("grad_input_overlap.cu", pack_overlap_weight_name(dtype))] if index == INDEX_TYPES[0] else []
+                    names.append(("grad_input_overlap.cu", grad_input_multicast_name(index)))
+                    names += [("grad_input_overlap.cu", PACK_MULTICAST_WEIGHT)] if index == INDEX_TYPES[0] else []
                 if dtype in GRAD_INPUT_TAPS_DTYPES:
                     names += [
                         ("grad_input_taps.cu", grad_input_taps_name(dtype, index, t, v, passes))

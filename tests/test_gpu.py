@@ -2617,10 +2617,83 @@ def test_grad_input_overlap(case, mode, monkeypatch):
     if _cuda._compute_capability() != 90:
         pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
     monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
+    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_MULTICAST", False)  # (float's own build: test_grad_input_multicast takes the default)
     ran, launch = [], _cuda._launch
     monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
     test_backward(case, mode)
     assert any(name.startswith("grad_input_overlap<") for name in ran), ran
+
+
+@pytest.mark.parametrize("multiprocessors", [None, 2, 12])
+@pytest.mark.parametrize("case", OVERLAP_CASES, ids=str)
+def test_grad_input_multicast(case, multiprocessors, monkeypatch):
+    """grad_input_multicast, which takes the float32 "tf32" grad_input of
+    these problems, against float64 within twice torch's error
+    (test_backward), in poisoned memory, on grids of one cluster (every unit
+    in turn: the buffers' phases wrap many times), of six and the device's;
+    it ran, and grad_input_overlap did not."""
+    from cupyconv import _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append((plan.name, plan.blocks)), launch(plan, arrays))[1])
+    test_backward(case, ("float32", "tf32"))
+    names = [name for name, _ in ran]
+    assert names.count(_kernels.grad_input_multicast_name("int")) == 1 and names.count(_kernels.PACK_MULTICAST_WEIGHT) == 1, names
+    assert not any(name.startswith("grad_input_overlap<") for name in names), names
+    if multiprocessors is not None:
+        (blocks,) = [b for name, b in ran if name.startswith("grad_input_multicast<")]
+        assert blocks % 2 == 0 and blocks <= multiprocessors  # whole clusters, one a unit at most
+
+
+def test_grad_input_multicast_64_bit_index(monkeypatch):
+    """The build with 64-bit indices (taken where an array passes 2**31 elements)."""
+    from cupyconv import _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    monkeypatch.setattr(_cuda, "_multiprocessors", lambda: 4)
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    test_backward(OVERLAP_CASES[0], ("float32", "tf32"))
+    assert _kernels.grad_input_multicast_name("long long") in ran, ran
+
+
+def test_grad_input_multicast_repeats_bitwise(monkeypatch):
+    """Runs of the same backward call give the same bits, and from the
+    fourth call on the remembered replay (new arrays: both tensor maps
+    rewritten) answers, in poisoned memory, with the checked path's; a
+    weight one element off a 16-byte boundary (pack_multicast_weight's
+    element-by-element reads) gives the same grad_input."""
+    from cupyconv import _api, _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    case = OVERLAP_CASES[0]
+    rng = numpy.random.default_rng(41)
+    x, w, _ = (cupy.asarray(a.astype(numpy.float32)) if a is not None else None for a in case.arrays(rng, numpy.float32))
+    gy = cupy.asarray(rng.standard_normal(cupyconv.conv_transpose1d(x, w, **case.kwargs).shape).astype(numpy.float32))
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    _api._FAST_BACKWARD.clear()
+    _cuda._REMEMBER_SEEN.clear()
+    run = lambda weight: cupyconv.conv_transpose1d_backward(gy, x, weight, **case.kwargs, precision="tf32")
+    grads = [run(w) for _ in range(3)]
+    assert ran.count(_kernels.grad_input_multicast_name("int")) == 3, ran
+    answered = _fast_calls(monkeypatch, _cuda._Replay)
+    with poisoned_allocations():
+        grads += [run(w) for _ in range(2)]
+        cupy.cuda.get_current_stream().synchronize()
+    assert answered == [True, True]
+    assert all(_grads_equal(g, grads[0]) for g in grads[1:])
+    shifted = cupy.empty(w.size + 1, dtype=w.dtype)[1:].reshape(w.shape)
+    shifted[...] = w
+    assert shifted.data.ptr % 16 == 4
+    assert cupy.array_equal(run(shifted)[0], grads[0][0])
 
 
 @pytest.mark.parametrize("mode", [("bfloat16", "highest"), ("float32", "tf32")], ids=["bfloat16", "tf32"])

@@ -365,6 +365,33 @@ def test_grad_input_overlap_compiles_for_sm_90a_without_spills():
     _check_asynchronous_without_spills("grad_input_overlap.cu", kernels)
 
 
+def test_grad_input_multicast_compiles_for_sm_90a_without_spills():
+    """grad_input_multicast (built for sm_90a) keeps its accumulators and both
+    fragment sets in registers with its MMAs asynchronous; the host's copies
+    of its constants; and the tap order of its packed weight, the same on
+    both sides."""
+    import re
+
+    text = _kernels.source("grad_input_overlap.cu")
+    found = dict(re.findall(r"constexpr int (GM_\w+) = (\d+);", text))
+    for name in ("STAGES", "COLS", "POSITIONS", "CO", "QUADS", "THREADS"):
+        assert int(found[f"GM_{name}"]) == getattr(_kernels, f"GRAD_INPUT_MULTICAST_{name}"), name
+    assert "GM_BOX = GM_CO * GM_QUADS * 16;" in text and "GM_WINDOW = (GM_BOX + 127) & ~127;" in text
+    assert "GM_STAGE = (GM_CO * GM_TILE + 2 * GM_WINDOW + 1023) & ~1023;" in text and "GM_TILE = GM_COLS * 64;" in text
+    assert "GM_SHARED = GM_STAGES * GM_STAGE + 2 * GM_STAGES * 8;" in text
+    assert _kernels.GRAD_INPUT_MULTICAST_SHARED == 5 * 41984 + 80
+    # a warpgroup's 64 positions need 8 x 64 + 8 floats of each output channel's row
+    assert 4 * _kernels.GRAD_INPUT_MULTICAST_QUADS == 8 * _kernels.GRAD_INPUT_MULTICAST_POSITIONS // 2 + 8
+    taps = [_kernels.gm_tap(j) for j in range(16)]
+    assert sorted(taps) == list(range(16)) and taps[:8] == [0, 2, 4, 6, 1, 3, 5, 7]
+    assert "(j & 8) + ((j & 7) < 4 ? 2 * (j & 3) : 2 * (j & 3) + 1)" in text
+    names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_input_overlap.cu"]
+    kernels = [name for name in names if name.startswith("grad_input_multicast<")]
+    assert kernels == [_kernels.grad_input_multicast_name(index) for index in _kernels.INDEX_TYPES]
+    assert names.count(_kernels.PACK_MULTICAST_WEIGHT) == 1
+    _check_asynchronous_without_spills("grad_input_overlap.cu", kernels + [_kernels.PACK_MULTICAST_WEIGHT])
+
+
 def test_grad_weight_overlap_compiles_for_sm_90a_without_spills():
     """grad_weight_overlap (built for sm_90a) keeps its two taps' 128
     accumulators in registers with its MMAs asynchronous; and the host's

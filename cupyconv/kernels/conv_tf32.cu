@@ -744,32 +744,7 @@ constexpr int CM_TILE = CM_COLS * CS_LINE;  // a tap's weight tile, 16 KB
 constexpr int CM_CONSUMERS = CT_THREADS;    // two consumer warpgroups; a block: CM_CONSUMERS + 128 with the producer
 constexpr int CM_ROW = 132;                 // a consumer warp's staged output row (fold 8: 16 columns x 8 floats, and 4 apart)
 
-struct __align__(64) CmMap {
-    unsigned long long words[16];
-};
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define CM_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
-#else
-#define CM_CLUSTER_DIMS
-#endif
-
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A box of the 4D tensor map at `map` into the same shared offset of both
-// blocks of the cluster, counted by the barrier at the same offset in each.
-__device__ __forceinline__ void cm_load_4d_multicast(unsigned dst, const void* map, int c0, int c1, int c2, int c3, unsigned barrier) {
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
-                 "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(barrier), "h"(static_cast<unsigned short>(3))
-                 : "memory");
-}
-// A box of the 3D tensor map at `map` into this block's shared memory.
-__device__ __forceinline__ void cm_load_3d(unsigned dst, const void* map, int c0, int c1, int c2, unsigned barrier) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-                 "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(barrier)
-                 : "memory");
-}
-
 // Four outputs from row[o] on, where `ok`: one 16-byte store where aligned and
 // inside the row, single ones (inside it) otherwise.
 __device__ __forceinline__ void cm_store4(float* row, int o, const float (&v)[4], bool ok, int out_w) {

@@ -441,3 +441,226 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     }
 #endif
 }
+
+// grad_input_multicast: the float32 "tf32" grad_input of grad_input_overlap's
+// problems (X2 backward), conv_tf32_multicast's design turned to the
+// correlation (perf notes v48).  grad_input_overlap's float build had its
+// producer's 128 threads copy the stretch by cp.async into two planes and
+// round them in place: its copies alone took 1.06 ms of its 1.49 (ncu, v47).
+//
+// GEMM per item (image n, input positions l0 .. l0 + 127): D[l, ci] = sum
+// over (co, k) of A[l, (co, k)] B[(co, k), ci], M the positions (64 a
+// consumer warpgroup), N GM_COLS input channels, the reduction GM_CO output
+// channels a stage with their 16 taps (two k-steps of 8 each).
+// - A[l, (co, k)] = gy[n][co][8 l + k - padding] is wgmma's register
+//   operand, loaded from the stretch as it lies and rounded to TF32 as it
+//   loads: warpgroup h's stretch of an output channel is gy[n][co][8 (l0 +
+//   64 h) - padding ..] (64 x 8 + 8 floats, GM_QUADS 16-byte quads), one box
+//   of a 4D tensor map over grad_output seen as (4 floats, quads, co, n):
+//   zeros outside the row and past out_channels.  A padding of 4 m puts the
+//   box's start on a whole quad (a box's first position must be 16-byte
+//   aligned, v47).  Lane (g, t4)'s k-step kk of row r: a[0], a[2] = the
+//   float2 at 8 r + 8 kk + 2 t4 (conflict-free: a half warp's 16 lanes read
+//   32 consecutive words), a[1], a[3] the one 8 rows on.  So the k-step's
+//   column t4 is tap 8 kk + 2 t4 and column t4 + 4 tap 8 kk + 2 t4 + 1.
+// - B is the weight packed by pack_multicast_weight: (co, ci) rows of 16
+//   taps in that order (64 bytes), rounded to TF32, zeros past the kernel.
+//   A stage's tile of an output channel (GM_COLS rows, 64-byte swizzle) comes
+//   through a 4D tensor map over it, half of its rows from each block of a
+//   cluster of two, multicast into both.
+//
+// Work: units (pair of items, ci tile), pair-major, dealt to the clusters in
+// turn, as conv_tf32_multicast's (block `rank` takes item 2 pair + rank; a
+// pair's second past the last runs the first's and stores nothing); every
+// other step walks the output channels backwards.  The pipeline is
+// conv_tf32_multicast's: GM_STAGES buffers, a producer warpgroup whose one
+// thread issues the copies, `full` (the producer's arrival and the stage's
+// bytes) and `empty` (every consumer warp of both blocks).  The stores: a
+// thread's accumulators of a (k-step column, half) are 8 consecutive
+// positions of a warp's 4 rows, whole 32-byte sectors a store.
+//
+// Requirements checked by the host: compute capability 9.0, stride 8, 9 to
+// 16 taps, dilation 1, one group, padding a multiple of 4, grad_output rows
+// of whole 16-byte quads in a 16-byte-aligned array (the tensor map).
+constexpr int GM_STAGES = 5;
+constexpr int GM_COLS = 256;                        // input channels a tile
+constexpr int GM_POSITIONS = 128;                   // input positions an item
+constexpr int GM_CO = 2;                            // output channels a stage
+constexpr int GM_TILE = GM_COLS * 64;               // an output channel's weight tile, 16 KB
+constexpr int GM_QUADS = 130;                       // a warpgroup's stretch of an output channel: 64 x 8 + 8 floats
+constexpr int GM_BOX = GM_CO * GM_QUADS * 16;       // a warpgroup's window box, 4160 bytes
+constexpr int GM_WINDOW = (GM_BOX + 127) & ~127;    // (its buffer 128-byte aligned)
+constexpr int GM_STAGE = (GM_CO * GM_TILE + 2 * GM_WINDOW + 1023) & ~1023;
+constexpr int GM_SHARED = GM_STAGES * GM_STAGE + 2 * GM_STAGES * 8;
+constexpr int GM_THREADS = 384;                     // two consumer warpgroups, then the producer
+
+// The tap that column j of an output channel's 16 sits at in the packed
+// weight: columns 8 kk + t4 and 8 kk + t4 + 4 are taps 8 kk + 2 t4, + 1.
+__host__ __device__ constexpr int gm_tap(int j) { return (j & 8) + ((j & 7) < 4 ? 2 * (j & 3) : 2 * (j & 3) + 1); }
+
+// The weight (in_channels, out_channels, taps) as (out_channels, in_channels)
+// rows of 16 taps in gm_tap's order, rounded to TF32, zeros past the taps.  A
+// thread a row; consecutive threads take consecutive input channels.  (A
+// template, float only: compiled where named, as the file's other kernels.)
+template <typename T>
+__global__ void pack_multicast_weight(const T* __restrict__ weight, T* __restrict__ packed, int in_channels, int out_channels, int taps,
+                                      long long rows) {
+    static_assert(sizeof(T) == 4, "float");
+    for (long long row = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; row < rows;
+         row += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long co = row / in_channels, ci = row - co * in_channels;
+        const T* const src = weight + (ci * out_channels + co) * taps;
+        alignas(16) float v[16];
+        if (taps == 16 && (reinterpret_cast<unsigned long long>(src) & 15) == 0) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) reinterpret_cast<float4*>(v)[q] = reinterpret_cast<const float4*>(src)[q];
+        } else {
+#pragma unroll
+            for (int k = 0; k < 16; ++k) v[k] = k < taps ? src[k] : 0.0f;
+        }
+        alignas(16) float o[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) o[j] = __uint_as_float(to_tf32(v[gm_tap(j)]));
+#pragma unroll
+        for (int q = 0; q < 4; ++q) reinterpret_cast<float4*>(packed + row * 16)[q] = reinterpret_cast<const float4*>(o)[q];
+    }
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Where the cluster's work is: unit u = (pair, ci tile), and this block's item.
+struct GmUnit {
+    int ci_tile, n, l0;
+    bool stores;  // the item exists (a pair's second past the last does not)
+    __device__ __forceinline__ void at(int u, int ci_tiles, int items, int l_tiles, int rank) {
+        const int pair = u / ci_tiles;
+        ci_tile = u - pair * ci_tiles;
+        const int item = 2 * pair + rank;
+        stores = item < items;
+        const int it = stores ? item : item - 1;
+        n = it / l_tiles, l0 = (it - n * l_tiles) * GM_POSITIONS;
+    }
+};
+#endif
+
+template <typename Index>
+__global__ void CM_CLUSTER_DIMS __launch_bounds__(GM_THREADS, 1) grad_input_multicast(
+    const float* __restrict__ gy,      // (batch, out_channels, out_w): read through gy_map
+    const float* __restrict__ packed,  // (out_channels, in_channels, 16), pack_multicast_weight's: read through weight_map
+    float* __restrict__ grad_input,    // (batch, in_channels, in_w)
+    const __grid_constant__ CmMap gy_map, const __grid_constant__ CmMap weight_map,
+    int batch, int in_channels, int out_channels, int in_w, int padding, int ci_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const unsigned base = shared_address(smem);
+    const unsigned barriers = base + GM_STAGES * GM_STAGE;  // full, then empty, a stage
+    const int rank = static_cast<int>(blockIdx.x & 1);
+    const int tid = threadIdx.x;
+    const int l_tiles = (in_w + GM_POSITIONS - 1) / GM_POSITIONS;
+    const int items = batch * l_tiles;
+    const int units = (items + 1) / 2 * ci_tiles;
+    const int steps = (out_channels + GM_CO - 1) / GM_CO;
+    const int clusters = gridDim.x / 2, cluster = blockIdx.x / 2;
+
+    if (tid == 0) {
+        for (int s = 0; s < GM_STAGES; ++s) {
+            mbarrier_init(barriers + 8 * s, 1);                        // full
+            mbarrier_init(barriers + 8 * (GM_STAGES + s), 2 * 256 / 32);  // empty
+        }
+        fence_mbarrier_init();
+    }
+    cluster_sync();  // both blocks' barriers are made before either copies or arrives
+
+    GmUnit unit;
+    if (tid >= 256) {  // the producer warpgroup: one thread issues the copies
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (tid == 256) {
+            int seq = 0;
+            for (int u = cluster; u < units; u += clusters) {
+                unit.at(u, ci_tiles, items, l_tiles, rank);
+                const int quad = 2 * unit.l0 - padding / 4;  // warpgroup 0's stretch; 1's 128 quads on
+                for (int i = 0; i < steps; ++i, ++seq) {
+                    const int step = ((u / clusters) & 1) ? steps - 1 - i : i;
+                    const int s = seq % GM_STAGES;
+                    const unsigned full = barriers + 8 * s, stage = base + s * GM_STAGE;
+                    if (seq >= GM_STAGES) mbarrier_wait(full + 8 * GM_STAGES, (seq / GM_STAGES - 1) & 1);
+                    mbarrier_expect_tx(full, GM_CO * GM_TILE + 2 * GM_BOX);  // both halves of the weight land here
+                    mbarrier_arrive(full);
+#pragma unroll
+                    for (int c = 0; c < GM_CO; ++c)
+                        cm_load_4d_multicast(stage + c * GM_TILE + rank * (GM_TILE / 2), &weight_map, 0, unit.ci_tile * GM_COLS + rank * (GM_COLS / 2),
+                                             step * GM_CO + c, 0, full);
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        cm_load_4d(stage + GM_CO * GM_TILE + h * GM_WINDOW, &gy_map, 0, quad + 128 * h, step * GM_CO, unit.n, full);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+        const int warpgroup = tid / 128, lane = tid % 32, w = (tid / 32) % 4;
+        const int g = lane / 4, t4 = lane % 4;
+        // this thread's float2 of row 16 w + g: floats 8 (16 w + g) + 2 t4 of its warpgroup's stretches
+        const int fragment = GM_CO * GM_TILE + warpgroup * GM_WINDOW + 4 * (8 * (16 * w + g) + 2 * t4);
+        float acc[GM_COLS / 2];
+        unsigned frag[2][GM_CO][2][4];
+        int seq = 0;
+        // Step i of the unit (stage `seq`) with fragment registers `f`.
+        auto stage = [&](unsigned (&f)[GM_CO][2][4], int i) {
+            const int s = seq % GM_STAGES;
+            const unsigned stage_address = base + s * GM_STAGE;
+            mbarrier_wait(barriers + 8 * s, (seq / GM_STAGES) & 1);
+            const unsigned char* const window = smem + s * GM_STAGE + fragment;
+#pragma unroll
+            for (int c = 0; c < GM_CO; ++c)
+#pragma unroll
+                for (int kk = 0; kk < 2; ++kk) {
+                    const float2 v0 = *reinterpret_cast<const float2*>(window + c * GM_QUADS * 16 + 32 * kk);
+                    const float2 v1 = *reinterpret_cast<const float2*>(window + c * GM_QUADS * 16 + 32 * kk + 8 * 8 * 4);
+                    f[c][kk][0] = to_tf32(v0.x);
+                    f[c][kk][1] = to_tf32(v1.x);
+                    f[c][kk][2] = to_tf32(v0.y);
+                    f[c][kk][3] = to_tf32(v1.y);
+                }
+            wgmma_fence();
+#pragma unroll
+            for (int c = 0; c < GM_CO; ++c)
+#pragma unroll
+                for (int kk = 0; kk < 2; ++kk)
+                    wgmma_m64n256k8_tf32_rs(acc, f[c][kk], wgmma_descriptor_swizzle64(stage_address + c * GM_TILE + kk * 32, 512),
+                                            i > 0 || c > 0 || kk > 0);
+            wgmma_commit();
+            wgmma_wait<1>();  // stage seq - 1's MMAs: its buffer is free
+            if (seq > 0) cluster_release(barriers + 8 * (GM_STAGES + (seq - 1) % GM_STAGES), rank ^ 1, lane == 0);
+            ++seq;
+        };
+        for (int u = cluster; u < units; u += clusters) {
+            unit.at(u, ci_tiles, items, l_tiles, rank);
+            int i = 0;
+            for (; i + 1 < steps; i += 2) {
+                stage(frag[0], i);
+                stage(frag[1], i + 1);
+            }
+            if (i < steps) stage(frag[0], i);
+            wgmma_wait<0>();
+            pin(acc);
+            if (!unit.stores) continue;
+            // Accumulator 4 j + 2 h + e: position l0 + 64 warpgroup + 16 w + g + 8 h, input channel 8 j + 2 t4 + e
+            // of the tile; a store of the warp covers 8 consecutive positions (a sector) of 4 channels.
+            const int l = unit.l0 + 64 * warpgroup + 16 * w + g;
+            float* const image = grad_input + static_cast<Index>(unit.n) * in_channels * in_w;
+#pragma unroll
+            for (int j = 0; j < GM_COLS / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int ci = unit.ci_tile * GM_COLS + 8 * j + 2 * t4 + e;
+                    if (ci >= in_channels) continue;
+                    float* const row = image + static_cast<Index>(ci) * in_w;
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        if (l + 8 * h < in_w) row[l + 8 * h] = acc[4 * j + 2 * h + e];
+                }
+        }
+    }
+    cluster_sync();  // the other block's copies into and arrivals on this block's shared memory are done
+#endif
+}
