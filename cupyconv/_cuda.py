@@ -1267,11 +1267,11 @@ def _grad_input_multicast_plan(geometry: Geometry, index: str, multiprocessors: 
     ci_tiles = -(-in_channels // _kernels.GRAD_INPUT_MULTICAST_COLS)
     items = batch * -(-in_w // _kernels.GRAD_INPUT_MULTICAST_POSITIONS)
     units = -(-items // 2) * ci_tiles
-    if max(units, 2 * in_w + 256, out_channels * in_channels) > _kernels.INT32_LIMIT:
+    if max(units, 8 * in_w + 2048, out_channels * in_channels) > _kernels.INT32_LIMIT:
         return None
     gy_map = _TensorMap(
-        dims=(4, out_w // 4, out_channels, batch), strides=(16, out_w * 4, out_w * 4 * out_channels),
-        box=(4, _kernels.GRAD_INPUT_MULTICAST_QUADS, _kernels.GRAD_INPUT_MULTICAST_CO, 1), data_type=7, swizzle=0,  # FLOAT32, no swizzle
+        dims=(out_w, out_channels, batch), strides=(out_w * 4, out_w * 4 * out_channels),
+        box=(_kernels.GRAD_INPUT_MULTICAST_SPAN, _kernels.GRAD_INPUT_MULTICAST_CO, 1), data_type=7, swizzle=0,  # FLOAT32, no swizzle
     )  # fmt: skip
     weight_map = _TensorMap(
         dims=(16, in_channels, out_channels, 1), strides=(64, 64 * in_channels, 64 * in_channels * out_channels),

@@ -693,15 +693,16 @@ def pack_overlap_weight_name(dtype: str) -> str:
 # grad_output stretch is the MMAs' register operand.  GRAD_INPUT_MULTICAST_STAGES
 # buffers of 1024-byte-aligned stages: GRAD_INPUT_MULTICAST_CO output
 # channels' weight tiles (GRAD_INPUT_MULTICAST_COLS rows of 16 taps), then
-# two windows (one a consumer warpgroup, 128-byte aligned), then the barriers.
+# the window (GRAD_INPUT_MULTICAST_SPANS boxes of GRAD_INPUT_MULTICAST_SPAN
+# floats x the stage's channels), then the barriers.
 GRAD_INPUT_MULTICAST_STAGES = 5
 GRAD_INPUT_MULTICAST_COLS = 256  # input channels a tile
 GRAD_INPUT_MULTICAST_POSITIONS = 128  # input positions an item
 GRAD_INPUT_MULTICAST_CO = 2  # output channels a stage
-GRAD_INPUT_MULTICAST_QUADS = 130  # a warpgroup's window box: 16-byte quads of an output channel
+GRAD_INPUT_MULTICAST_SPAN = 176  # floats of a window box's rows
+GRAD_INPUT_MULTICAST_SPANS = 6  # window boxes a stage
 GRAD_INPUT_MULTICAST_THREADS = 384
-_GIM_BOX = GRAD_INPUT_MULTICAST_CO * GRAD_INPUT_MULTICAST_QUADS * 16
-_GIM_STAGE = -(-(GRAD_INPUT_MULTICAST_CO * GRAD_INPUT_MULTICAST_COLS * 64 + 2 * -(-_GIM_BOX // 128) * 128) // 1024) * 1024
+_GIM_STAGE = -(-(GRAD_INPUT_MULTICAST_CO * (GRAD_INPUT_MULTICAST_COLS * 64 + GRAD_INPUT_MULTICAST_SPANS * GRAD_INPUT_MULTICAST_SPAN * 4)) // 1024) * 1024
 GRAD_INPUT_MULTICAST_SHARED = GRAD_INPUT_MULTICAST_STAGES * _GIM_STAGE + 2 * GRAD_INPUT_MULTICAST_STAGES * 8
 
 

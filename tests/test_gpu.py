@@ -2704,6 +2704,7 @@ def test_grad_input_overlap_64_bit_index(mode, monkeypatch):
     if _cuda._compute_capability() != 90:
         pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
     monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
+    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_MULTICAST", False)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
     ran, launch = [], _cuda._launch
     monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])

@@ -374,14 +374,15 @@ def test_grad_input_multicast_compiles_for_sm_90a_without_spills():
 
     text = _kernels.source("grad_input_overlap.cu")
     found = dict(re.findall(r"constexpr int (GM_\w+) = (\d+);", text))
-    for name in ("STAGES", "COLS", "POSITIONS", "CO", "QUADS", "THREADS"):
+    for name in ("STAGES", "COLS", "POSITIONS", "CO", "SPAN", "SPANS", "THREADS"):
         assert int(found[f"GM_{name}"]) == getattr(_kernels, f"GRAD_INPUT_MULTICAST_{name}"), name
-    assert "GM_BOX = GM_CO * GM_QUADS * 16;" in text and "GM_WINDOW = (GM_BOX + 127) & ~127;" in text
-    assert "GM_STAGE = (GM_CO * GM_TILE + 2 * GM_WINDOW + 1023) & ~1023;" in text and "GM_TILE = GM_COLS * 64;" in text
+    assert "GM_BOX = GM_CO * GM_SPAN * 4;" in text and "GM_WINDOW = GM_SPANS * GM_BOX;" in text
+    assert "GM_STAGE = (GM_CO * GM_TILE + GM_WINDOW + 1023) & ~1023;" in text and "GM_TILE = GM_COLS * 64;" in text
     assert "GM_SHARED = GM_STAGES * GM_STAGE + 2 * GM_STAGES * 8;" in text
     assert _kernels.GRAD_INPUT_MULTICAST_SHARED == 5 * 41984 + 80
-    # a warpgroup's 64 positions need 8 x 64 + 8 floats of each output channel's row
-    assert 4 * _kernels.GRAD_INPUT_MULTICAST_QUADS == 8 * _kernels.GRAD_INPUT_MULTICAST_POSITIONS // 2 + 8
+    # the boxes cover an item's stretch of each channel, 8 x 128 + 8 floats, from 16-byte starts
+    span, spans = _kernels.GRAD_INPUT_MULTICAST_SPAN, _kernels.GRAD_INPUT_MULTICAST_SPANS
+    assert span * spans >= 8 * _kernels.GRAD_INPUT_MULTICAST_POSITIONS + 8 and span * 4 % 16 == 0 and span <= 256
     taps = [_kernels.gm_tap(j) for j in range(16)]
     assert sorted(taps) == list(range(16)) and taps[:8] == [0, 2, 4, 6, 1, 3, 5, 7]
     assert "(j & 8) + ((j & 7) < 4 ? 2 * (j & 3) : 2 * (j & 3) + 1)" in text

@@ -454,15 +454,19 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
 // channels a stage with their 16 taps (two k-steps of 8 each).
 // - A[l, (co, k)] = gy[n][co][8 l + k - padding] is wgmma's register
 //   operand, loaded from the stretch as it lies and rounded to TF32 as it
-//   loads: warpgroup h's stretch of an output channel is gy[n][co][8 (l0 +
-//   64 h) - padding ..] (64 x 8 + 8 floats, GM_QUADS 16-byte quads), one box
-//   of a 4D tensor map over grad_output seen as (4 floats, quads, co, n):
-//   zeros outside the row and past out_channels.  A padding of 4 m puts the
-//   box's start on a whole quad (a box's first position must be 16-byte
-//   aligned, v47).  Lane (g, t4)'s k-step kk of row r: a[0], a[2] = the
-//   float2 at 8 r + 8 kk + 2 t4 (conflict-free: a half warp's 16 lanes read
-//   32 consecutive words), a[1], a[3] the one 8 rows on.  So the k-step's
-//   column t4 is tap 8 kk + 2 t4 and column t4 + 4 tap 8 kk + 2 t4 + 1.
+//   loads.  The item's stretch of a stage's output channels, gy[n][co0 ..
+//   co0 + 1][8 l0 - padding ..] (8 x 128 + 8 floats a channel), comes as
+//   GM_SPANS boxes of GM_SPAN floats x GM_CO channels of a 3D tensor map
+//   over grad_output: zeros outside the row and past out_channels.  A
+//   padding of 4 m puts each box's start on 16 bytes (a box's first position
+//   must be, v47).  Stretch element e of channel c lies at float (e /
+//   GM_SPAN) GM_CO GM_SPAN + c GM_SPAN + e % GM_SPAN of the stage's window.
+//   (A 4D map of 16-byte quads, one box a warpgroup, took 1.01 ms on X2: v48.)
+//   Lane (g, t4)'s k-step kk of row r: a[0], a[2] = the float2 at stretch
+//   element 8 r + 8 kk + 2 t4, a[1], a[3] the one 8 rows on.  So the
+//   k-step's column t4 is tap 8 kk + 2 t4 and column t4 + 4 tap 8 kk + 2 t4
+//   + 1.  (A half warp's 16 lanes read 32 consecutive elements: conflict-free
+//   but where they cross a box.)
 // - B is the weight packed by pack_multicast_weight: (co, ci) rows of 16
 //   taps in that order (64 bytes), rounded to TF32, zeros past the kernel.
 //   A stage's tile of an output channel (GM_COLS rows, 64-byte swizzle) comes
@@ -487,10 +491,12 @@ constexpr int GM_COLS = 256;                        // input channels a tile
 constexpr int GM_POSITIONS = 128;                   // input positions an item
 constexpr int GM_CO = 2;                            // output channels a stage
 constexpr int GM_TILE = GM_COLS * 64;               // an output channel's weight tile, 16 KB
-constexpr int GM_QUADS = 130;                       // a warpgroup's stretch of an output channel: 64 x 8 + 8 floats
-constexpr int GM_BOX = GM_CO * GM_QUADS * 16;       // a warpgroup's window box, 4160 bytes
-constexpr int GM_WINDOW = (GM_BOX + 127) & ~127;    // (its buffer 128-byte aligned)
-constexpr int GM_STAGE = (GM_CO * GM_TILE + 2 * GM_WINDOW + 1023) & ~1023;
+constexpr int GM_SPAN = 176;                        // floats of a window box's rows (704 bytes, a multiple of 16)
+constexpr int GM_SPANS = 6;                         // boxes an item's stretch: 8 x 128 + 8 floats a channel
+constexpr int GM_BOX = GM_CO * GM_SPAN * 4;         // a window box, 1408 bytes
+constexpr int GM_WINDOW = GM_SPANS * GM_BOX;
+static_assert(GM_SPANS * GM_SPAN >= 8 * GM_POSITIONS + 8 && GM_BOX % 128 == 0, "the stretch; each box 128-byte aligned");
+constexpr int GM_STAGE = (GM_CO * GM_TILE + GM_WINDOW + 1023) & ~1023;
 constexpr int GM_SHARED = GM_STAGES * GM_STAGE + 2 * GM_STAGES * 8;
 constexpr int GM_THREADS = 384;                     // two consumer warpgroups, then the producer
 
@@ -577,21 +583,21 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(GM_THREADS, 1) grad_input_mult
             int seq = 0;
             for (int u = cluster; u < units; u += clusters) {
                 unit.at(u, ci_tiles, items, l_tiles, rank);
-                const int quad = 2 * unit.l0 - padding / 4;  // warpgroup 0's stretch; 1's 128 quads on
+                const int lo = 8 * unit.l0 - padding;  // the stretch's first element
                 for (int i = 0; i < steps; ++i, ++seq) {
                     const int step = ((u / clusters) & 1) ? steps - 1 - i : i;
                     const int s = seq % GM_STAGES;
                     const unsigned full = barriers + 8 * s, stage = base + s * GM_STAGE;
                     if (seq >= GM_STAGES) mbarrier_wait(full + 8 * GM_STAGES, (seq / GM_STAGES - 1) & 1);
-                    mbarrier_expect_tx(full, GM_CO * GM_TILE + 2 * GM_BOX);  // both halves of the weight land here
+                    mbarrier_expect_tx(full, GM_CO * GM_TILE + GM_WINDOW);  // both halves of the weight land here
                     mbarrier_arrive(full);
 #pragma unroll
                     for (int c = 0; c < GM_CO; ++c)
                         cm_load_4d_multicast(stage + c * GM_TILE + rank * (GM_TILE / 2), &weight_map, 0, unit.ci_tile * GM_COLS + rank * (GM_COLS / 2),
                                              step * GM_CO + c, 0, full);
 #pragma unroll
-                    for (int h = 0; h < 2; ++h)
-                        cm_load_4d(stage + GM_CO * GM_TILE + h * GM_WINDOW, &gy_map, 0, quad + 128 * h, step * GM_CO, unit.n, full);
+                    for (int b = 0; b < GM_SPANS; ++b)
+                        cm_load_3d(stage + GM_CO * GM_TILE + b * GM_BOX, &gy_map, lo + b * GM_SPAN, step * GM_CO, unit.n, full);
                 }
             }
         }
@@ -599,8 +605,16 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(GM_THREADS, 1) grad_input_mult
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
         const int warpgroup = tid / 128, lane = tid % 32, w = (tid / 32) % 4;
         const int g = lane / 4, t4 = lane % 4;
-        // this thread's float2 of row 16 w + g: floats 8 (16 w + g) + 2 t4 of its warpgroup's stretches
-        const int fragment = GM_CO * GM_TILE + warpgroup * GM_WINDOW + 4 * (8 * (16 * w + g) + 2 * t4);
+        // this thread's float2s of channel 0 (channel 1's GM_SPAN floats on), k-step kk and half h: stretch
+        // element 8 (64 warpgroup + 16 w + g + 8 h) + 8 kk + 2 t4, at its place in the boxes (bytes)
+        int fragment[2][2];
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int e = 8 * (64 * warpgroup + 16 * w + g + 8 * h) + 8 * kk + 2 * t4;
+                fragment[kk][h] = GM_CO * GM_TILE + 4 * ((e / GM_SPAN) * GM_CO * GM_SPAN + e % GM_SPAN);
+            }
         float acc[GM_COLS / 2];
         unsigned frag[2][GM_CO][2][4];
         int seq = 0;
@@ -609,13 +623,13 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(GM_THREADS, 1) grad_input_mult
             const int s = seq % GM_STAGES;
             const unsigned stage_address = base + s * GM_STAGE;
             mbarrier_wait(barriers + 8 * s, (seq / GM_STAGES) & 1);
-            const unsigned char* const window = smem + s * GM_STAGE + fragment;
+            const unsigned char* const window = smem + s * GM_STAGE;
 #pragma unroll
             for (int c = 0; c < GM_CO; ++c)
 #pragma unroll
                 for (int kk = 0; kk < 2; ++kk) {
-                    const float2 v0 = *reinterpret_cast<const float2*>(window + c * GM_QUADS * 16 + 32 * kk);
-                    const float2 v1 = *reinterpret_cast<const float2*>(window + c * GM_QUADS * 16 + 32 * kk + 8 * 8 * 4);
+                    const float2 v0 = *reinterpret_cast<const float2*>(window + fragment[kk][0] + 4 * GM_SPAN * c);
+                    const float2 v1 = *reinterpret_cast<const float2*>(window + fragment[kk][1] + 4 * GM_SPAN * c);
                     f[c][kk][0] = to_tf32(v0.x);
                     f[c][kk][1] = to_tf32(v1.x);
                     f[c][kk][2] = to_tf32(v0.y);
