@@ -2484,11 +2484,86 @@ def _grad_weight_overlap_plan(geometry: Geometry, dtype: str, index: str, multip
     return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors, "float")
 
 
+# grad_weight_multicast (grad_weight_overlap.cu, perf notes v48) takes the
+# float32 "tf32" grad_weight that grad_weight_overlap's float build would,
+# where padding and grad_output's rows are whole 16-byte quads (its tensor
+# map's boxes): x rounded to TF32 once into a copy, whose tiles clusters of
+# two output-channel tiles share (TMA multicast), and grad_output's stretch
+# as the MMAs' register operand.  False keeps grad_weight_overlap's build.
+USE_GRAD_WEIGHT_MULTICAST = True
+
+
+@functools.lru_cache(maxsize=1024)
+def _grad_weight_multicast_plan(geometry: Geometry, index: str, multiprocessors: int):
+    """(round_tf32_copy launch, grad_weight_multicast launch, workspace
+    shape, sum_splits launch), or None where its counts pass 32 bits.  The
+    splits of the items fill the device's clusters once (at least 1024
+    positions a split)."""
+    batch, in_channels, out_channels = geometry.batch, geometry.in_channels, geometry.out_channels
+    in_w, out_w = geometry.in_size[1], geometry.out_size[1]
+    co_pairs = -(-out_channels // (2 * _kernels.GRAD_WEIGHT_MULTICAST_CO))
+    ci_tiles = -(-in_channels // _kernels.GRAD_WEIGHT_MULTICAST_COLS)
+    items = batch * -(-in_w // _kernels.GRAD_WEIGHT_MULTICAST_P)
+    independent = co_pairs * ci_tiles
+    splits = max(1, min(multiprocessors // 2 // independent, items // (1024 // _kernels.GRAD_WEIGHT_MULTICAST_P)))
+    per_split = -(-items // splits)
+    splits = -(-items // per_split)
+    if max(items, 8 * in_w + 1024, 2 * independent * splits) > _kernels.INT32_LIMIT:
+        return None
+    x_map = _TensorMap(
+        dims=(in_w, in_channels, batch), strides=(in_w * 4, in_w * 4 * in_channels),
+        box=(_kernels.GRAD_WEIGHT_MULTICAST_P, _kernels.GRAD_WEIGHT_MULTICAST_COLS // 2, 1), data_type=7, swizzle=3,  # FLOAT32, 128-byte swizzle
+    )  # fmt: skip
+    gy_map = _TensorMap(
+        dims=(out_w, out_channels, batch), strides=(out_w * 4, out_w * 4 * out_channels),
+        box=(_kernels.GRAD_WEIGHT_MULTICAST_SPAN, _kernels.GRAD_WEIGHT_MULTICAST_CO, 1), data_type=7, swizzle=0, array=1,  # FLOAT32
+    )  # fmt: skip
+    scalars = (x_map, gy_map) + tuple(
+        _i32(v) for v in (batch, in_channels, out_channels, in_w, geometry.kernel[1], geometry.padding[1], per_split, co_pairs, ci_tiles)
+    )  # fmt: skip
+    partial = _Launch(
+        "grad_weight_overlap.cu", _kernels.grad_weight_multicast_name(index), 2 * independent * splits, _kernels.GRAD_WEIGHT_MULTICAST_THREADS,
+        scalars, _kernels.GRAD_WEIGHT_MULTICAST_SHARED,
+    )  # fmt: skip
+    count = batch * in_channels * in_w
+    rounding = _Launch(
+        "grad_weight_overlap.cu", _kernels.ROUND_TF32_COPY, max(1, min(-(-count // (4 * _kernels.PACK_THREADS)), _kernels.PACK_MAX_BLOCKS)),
+        _kernels.PACK_THREADS, (_i64(count),),
+    )  # fmt: skip
+    finish = _sum_splits_plan("float32", math.prod(geometry.weight_shape4), splits, multiprocessors, "float")
+    return rounding, partial, (splits,) + geometry.weight_shape4, finish
+
+
+def _grad_weight_multicast(gy4, x4, grad, geometry: Geometry) -> bool:
+    """Runs a float grad_weight that grad_weight_overlap's rule takes with
+    grad_weight_multicast if it is routed and applies; False if not."""
+    if not USE_GRAD_WEIGHT_MULTICAST or _kernels.GRAD_WEIGHT_MULTICAST_SHARED > _max_shared():
+        return False
+    if geometry.padding[1] % 4 or geometry.out_size[1] % 4 or gy4.data.ptr % 16:
+        return False
+    plan = _grad_weight_multicast_plan(geometry, "int", _multiprocessors())
+    if plan is None:
+        return False
+    index = _kernels.index_type(x4.size, gy4.size, math.prod(plan[2]))  # (the workspace's shape does not depend on it)
+    if index != "int":
+        plan = _grad_weight_multicast_plan(geometry, index, _multiprocessors())
+    rounding, partial, workspace_shape, finish = plan
+    rounded = cupy.empty(x4.shape, dtype=x4.dtype)
+    _launch(rounding, (x4, rounded))
+    workspace = cupy.empty(workspace_shape, dtype=numpy.float32)  # float sums, the same values as doubles
+    _launch(partial, (rounded, gy4, workspace))
+    _launch(finish, (workspace, grad))
+    return True
+
+
 def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
-    """Runs grad_weight with grad_weight_overlap if it is routed and applies; False if not."""
+    """Runs grad_weight with grad_weight_overlap (float: grad_weight_multicast
+    where routed) if it is routed and applies; False if not."""
     if not USE_GRAD_WEIGHT_OVERLAP or _compute_capability() != 90:
         return False
     copy = _grad_weight_overlap_copy(geometry, dtype, gy4, x4)
+    if copy and dtype == "float32" and _grad_weight_multicast(gy4, x4, grad, geometry):
+        return True
     if not copy or _kernels.grad_weight_overlap_layout(dtype)[1] > _max_shared():
         return False
     multiprocessors = _multiprocessors()

@@ -749,6 +749,30 @@ def grad_weight_overlap_name(dtype: str, index: str, copy: int) -> str:
     return f"grad_weight_overlap<{CUDA_TYPE[dtype]}, {index}, {copy}>"
 
 
+# grad_weight_multicast (grad_weight_overlap.cu, perf notes v48): the float32
+# "tf32" grad_weight of the same problems with grad_input_multicast's
+# pipeline: x rounded to TF32 once (round_tf32_copy), its tiles shared by
+# clusters of two output-channel tiles (TMA multicast), grad_output's
+# stretch as the MMAs' register operand.  Stages of 1024-byte-aligned
+# buffers: x's tile (GRAD_WEIGHT_MULTICAST_COLS rows of 128 bytes), then
+# the stretch (GRAD_WEIGHT_MULTICAST_SPANS boxes of GRAD_WEIGHT_MULTICAST_SPAN
+# floats x GRAD_WEIGHT_MULTICAST_CO channels), then the barriers.
+GRAD_WEIGHT_MULTICAST_STAGES = 5
+GRAD_WEIGHT_MULTICAST_CO = 8  # output channels a block
+GRAD_WEIGHT_MULTICAST_COLS = 256  # input channels a tile
+GRAD_WEIGHT_MULTICAST_P = 32  # positions an item
+GRAD_WEIGHT_MULTICAST_SPAN = 132
+GRAD_WEIGHT_MULTICAST_SPANS = 2
+GRAD_WEIGHT_MULTICAST_THREADS = 384
+_GWM_STAGE = -(-(GRAD_WEIGHT_MULTICAST_COLS * GRAD_WEIGHT_MULTICAST_P * 4 + GRAD_WEIGHT_MULTICAST_SPANS * GRAD_WEIGHT_MULTICAST_CO * GRAD_WEIGHT_MULTICAST_SPAN * 4) // 1024) * 1024
+GRAD_WEIGHT_MULTICAST_SHARED = GRAD_WEIGHT_MULTICAST_STAGES * _GWM_STAGE + 2 * GRAD_WEIGHT_MULTICAST_STAGES * 8
+ROUND_TF32_COPY = "round_tf32_copy<float>"
+
+
+def grad_weight_multicast_name(index: str) -> str:
+    return f"grad_weight_multicast<{index}>"
+
+
 def fold_channels_padded(in_channels: int) -> int:
     """conv_fold's packed weight rows: the input channels in whole k-blocks."""
     return -(-in_channels // FOLD_BK) * FOLD_BK
@@ -1449,6 +1473,8 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     names.append(("grad_input_overlap.cu", grad_input_overlap_name(dtype, index)))
                     names += [("grad_input_overlap.cu", pack_overlap_weight_name(dtype))] if index == INDEX_TYPES[0] else []
                     names.append(("grad_input_overlap.cu", grad_input_multicast_name(index)))
+                    names.append(("grad_weight_overlap.cu", grad_weight_multicast_name(index)))
+                    names += [("grad_weight_overlap.cu", ROUND_TF32_COPY)] if index == INDEX_TYPES[0] else []
                     names += [("grad_input_overlap.cu", PACK_MULTICAST_WEIGHT)] if index == INDEX_TYPES[0] else []
                 if dtype in GRAD_INPUT_TAPS_DTYPES:
                     names += [

@@ -2788,6 +2788,7 @@ def test_grad_weight_overlap(case, copy, mode, monkeypatch):
     if _cuda._compute_capability() != 90:
         pytest.skip("grad_weight_overlap is built for compute capability 9.0 only")
     copy = 16 if mode[0] == "float32" else copy
+    monkeypatch.setattr(_cuda, "USE_GRAD_WEIGHT_MULTICAST", False)  # (float's own build: test_grad_weight_multicast takes the default)
     ran, launch = [], _cuda._launch
     monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append((plan.name, plan.blocks)), launch(plan, arrays))[1])
     test_backward(case, mode)
@@ -2804,6 +2805,54 @@ def test_grad_weight_overlap(case, copy, mode, monkeypatch):
     args = (_to_gpu(gy, dtype), _to_gpu(x, dtype), _to_gpu(w, dtype))
     first, again = (_ops(case).backward(*args, **case.kwargs, output_mask=(False, True, False))[1] for _ in range(2))
     assert cupy.array_equal(first, again)
+
+
+@pytest.mark.parametrize("multiprocessors", [None, 4])
+@pytest.mark.parametrize("case", [c for c, _ in GRAD_WEIGHT_OVERLAP_CASES], ids=str)
+def test_grad_weight_multicast(case, multiprocessors, monkeypatch):
+    """grad_weight_multicast, which takes the float32 "tf32" grad_weight of
+    these problems, against float64 within twice torch's error
+    (test_backward), in poisoned memory (its rounded copy of x, its float
+    partials summed by sum_splits' float build), on the device's clusters
+    and on two (the splits then fewer and longer); and bitwise the same on a
+    second run."""
+    from cupyconv import _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append((plan.name, plan.blocks)), launch(plan, arrays))[1])
+    test_backward(case, ("float32", "tf32"))
+    names = [name for name, _ in ran]
+    ours = [name for name in names if name.startswith("grad_weight_multicast<")]
+    assert ours == [_kernels.grad_weight_multicast_name("int")] and names.count(_kernels.ROUND_TF32_COPY) == 1, names
+    assert not any(name.startswith("grad_weight_overlap<") for name in names), names
+    assert names[names.index(ours[0]) + 1] == "sum_splits<float, float>", names
+    if multiprocessors is not None:
+        (blocks,) = [b for name, b in ran if name in ours]
+        pairs = -(-case.out_channels // 16) * -(-case.in_channels // 256)
+        assert blocks == 2 * pairs  # one split where the tiles fill the clusters
+    rng = numpy.random.default_rng(5)
+    x, w, _ = case.arrays(rng, numpy.float32)
+    gy = rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float32)
+    args = (_to_gpu(gy, numpy.float32), _to_gpu(x, numpy.float32), _to_gpu(w, numpy.float32))
+    first, again = (_ops(case).backward(*args, **case.kwargs, output_mask=(False, True, False), precision="tf32")[1] for _ in range(2))
+    assert cupy.array_equal(first, again)
+
+
+def test_grad_weight_multicast_64_bit_index(monkeypatch):
+    """The build with 64-bit indices (taken where an array passes 2**31 elements)."""
+    from cupyconv import _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    test_backward(GRAD_WEIGHT_OVERLAP_CASES[4][0], ("float32", "tf32"))
+    assert _kernels.grad_weight_multicast_name("long long") in ran, ran
 
 
 def test_grad_weight_overlap_declines():

@@ -393,6 +393,31 @@ def test_grad_input_multicast_compiles_for_sm_90a_without_spills():
     _check_asynchronous_without_spills("grad_input_overlap.cu", kernels + [_kernels.PACK_MULTICAST_WEIGHT])
 
 
+def test_grad_weight_multicast_compiles_for_sm_90a_without_spills():
+    """grad_weight_multicast (built for sm_90a) keeps its accumulators and
+    both fragment sets in registers with its MMAs asynchronous; and the
+    host's copies of its constants."""
+    import re
+
+    text = _kernels.source("grad_weight_overlap.cu")
+    found = dict(re.findall(r"constexpr int (GWM_\w+) = (\d+);", text))
+    for name in ("STAGES", "CO", "COLS", "P", "SPAN", "SPANS", "THREADS"):
+        assert int(found[f"GWM_{name}"]) == getattr(_kernels, f"GRAD_WEIGHT_MULTICAST_{name}"), name
+    assert "GWM_X = GWM_COLS * GWM_P * 4;" in text and "GWM_BOX = GWM_CO * GWM_SPAN * 4;" in text
+    assert "GWM_STAGE = (GWM_X + GWM_SPANS * GWM_BOX + 1023) & ~1023;" in text
+    assert "GWM_SHARED = GWM_STAGES * GWM_STAGE + 2 * GWM_STAGES * 8;" in text
+    assert _kernels.GRAD_WEIGHT_MULTICAST_SHARED == 5 * 41984 + 80
+    # the boxes cover an item's stretch of each channel, 8 x 32 + 8 floats, from 16-byte starts; x rows of 128 bytes
+    span, spans = _kernels.GRAD_WEIGHT_MULTICAST_SPAN, _kernels.GRAD_WEIGHT_MULTICAST_SPANS
+    assert span * spans >= 8 * _kernels.GRAD_WEIGHT_MULTICAST_P + 8 and span * 4 % 16 == 0 and span <= 256
+    assert _kernels.GRAD_WEIGHT_MULTICAST_P * 4 == 128
+    names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_weight_overlap.cu"]
+    kernels = [name for name in names if name.startswith("grad_weight_multicast<")]
+    assert kernels == [_kernels.grad_weight_multicast_name(index) for index in _kernels.INDEX_TYPES]
+    assert names.count(_kernels.ROUND_TF32_COPY) == 1
+    _check_asynchronous_without_spills("grad_weight_overlap.cu", kernels + [_kernels.ROUND_TF32_COPY])
+
+
 def test_grad_weight_overlap_compiles_for_sm_90a_without_spills():
     """grad_weight_overlap (built for sm_90a) keeps its two taps' 128
     accumulators in registers with its MMAs asynchronous; and the host's
@@ -410,7 +435,7 @@ def test_grad_weight_overlap_compiles_for_sm_90a_without_spills():
     for dtype, positions, itemsize in (("float16", _kernels.GRAD_WEIGHT_OVERLAP_P, 2), ("float32", _kernels.GRAD_WEIGHT_OVERLAP_TF32_P, 4)):
         shared = stages * (bn * positions * itemsize + co * ((positions + 1) * 8 * itemsize + 16)) + stages * 16
         assert _kernels.grad_weight_overlap_layout(dtype)[:2] == (positions, shared), dtype
-    names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_weight_overlap.cu"]
+    names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_weight_overlap.cu" and name.startswith("grad_weight_overlap<")]
     copies = len(_kernels.GRAD_WEIGHT_OVERLAP_COPIES)
     assert len(names) == (len(_kernels.OVERLAP_DTYPES) * copies + 1) * len(_kernels.INDEX_TYPES)  # and float's 16-byte build
     _check_asynchronous_without_spills("grad_weight_overlap.cu", names)

@@ -299,3 +299,182 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     }
 #endif
 }
+
+// grad_weight_multicast: the float32 "tf32" grad_weight of grad_weight_overlap's
+// problems (X2 backward), with grad_input_multicast's pipeline (perf notes
+// v48).  grad_weight_overlap's float build copied x by cp.async and had its
+// producer round x in place (a pass over shared memory beside the MMAs'
+// reads) and its consumers wait for each k-step's MMA before the next
+// fragment load: 1.13 ms on X2, 60% of the TF32 rate.
+//
+// The GEMM is grad_weight_overlap's: per block, rows (output channel co0 +
+// r / 8, phase j = r % 8) of GWM_CO channels (64 rows), columns GWM_COLS
+// input channels, the reduction the positions of items of GWM_P positions,
+// warpgroup h computing tap 8 h + j; split across blocks and summed in order
+// by sum_splits (float partials, double sums).
+// - B, x's tile of an item: GWM_COLS rows of GWM_P floats (128 bytes),
+//   128-byte swizzled, from a copy of x rounded to TF32 to nearest
+//   (round_tf32_copy: the tensor cores would truncate), by a 3D tensor map
+//   (positions, channels, images): zeros past in_w and in_channels.  Blocks
+//   come in clusters of two on neighbouring output-channel tiles, the same
+//   input-channel tile and items: each loads half of x's rows and
+//   multicasts them into both.
+// - A, G[co, m, j] = gy[n][co][8 m + j - padding] at m = l + h, from the
+//   block's stretch of grad_output (GWM_CO rows of 8 GWM_P + 8 floats from
+//   8 l0 - padding), the MMAs' register operand rounded to TF32 as it loads
+//   (conflict-free: lane (g, t4) reads element 8 (position + h) + g, a
+//   warp's 32 lanes 32 consecutive floats but where they cross a box).  The
+//   stretch comes as GWM_SPANS boxes of GWM_SPAN floats x GWM_CO channels
+//   (element e of channel c at (e / GWM_SPAN) GWM_CO GWM_SPAN + c GWM_SPAN
+//   + e % GWM_SPAN), zeros outside the row and past out_channels.
+// A stage is an item: GWM_P / 8 k-steps of wgmma.m64n256k8 a warpgroup, all
+// its fragments loaded first (two register sets: the next item's load while
+// this one's MMAs run), committed together, the item before waited for and
+// its buffer released (`empty`, every consumer warp of both blocks) -- as in
+// grad_input_multicast; `full` counts the producer's arrival and the bytes.
+//
+// Requirements checked by the host: compute capability 9.0, stride 8, 9 to
+// 16 taps, dilation 1, one group, padding a multiple of 4, grad_output rows
+// of a multiple of 4 floats and 16-byte aligned, x rows of a multiple of 4
+// floats (the rounded copy's tensor map).
+constexpr int GWM_STAGES = 5;
+constexpr int GWM_CO = 8;                               // output channels a block: 64 rows (co, phase)
+constexpr int GWM_COLS = 256;                           // input channels a tile
+constexpr int GWM_P = 32;                               // positions an item: x rows of 128 bytes
+constexpr int GWM_SPAN = 132;                           // floats of a stretch box's rows (528 bytes)
+constexpr int GWM_SPANS = 2;                            // boxes a stretch: 8 x 32 + 8 floats a channel
+constexpr int GWM_X = GWM_COLS * GWM_P * 4;             // x's tile, 32 KB
+constexpr int GWM_BOX = GWM_CO * GWM_SPAN * 4;          // a stretch box, 4224 bytes
+constexpr int GWM_STAGE = (GWM_X + GWM_SPANS * GWM_BOX + 1023) & ~1023;
+constexpr int GWM_SHARED = GWM_STAGES * GWM_STAGE + 2 * GWM_STAGES * 8;
+constexpr int GWM_THREADS = 384;                        // two consumer warpgroups, then the producer
+static_assert(GWM_SPANS * GWM_SPAN >= 8 * GWM_P + 8 && GWM_BOX % 128 == 0 && GWM_X == GWM_COLS * 128, "the stretch; x rows of 128 bytes");
+
+// out = x rounded to TF32 to nearest (as float bits), 4 floats a step; count a multiple of 4, both 16-byte aligned.
+template <typename T>
+__global__ void round_tf32_copy(const T* __restrict__ x, T* __restrict__ out, long long count) {
+    static_assert(sizeof(T) == 4, "float");
+    for (long long q = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; q < count / 4; q += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const float4 v = reinterpret_cast<const float4*>(x)[q];
+        reinterpret_cast<float4*>(out)[q] = make_float4(__uint_as_float(to_tf32(v.x)), __uint_as_float(to_tf32(v.y)), __uint_as_float(to_tf32(v.z)),
+                                                        __uint_as_float(to_tf32(v.w)));
+    }
+}
+
+template <typename Index>
+__global__ void CM_CLUSTER_DIMS __launch_bounds__(GWM_THREADS, 1) grad_weight_multicast(
+    const float* __restrict__ x,      // (batch, in_channels, in_w), rounded to TF32: read through x_map
+    const float* __restrict__ gy,     // (batch, out_channels, out_w): read through gy_map
+    float* __restrict__ workspace,    // (splits, in_channels, out_channels, kernel_w)
+    const __grid_constant__ CmMap x_map, const __grid_constant__ CmMap gy_map,
+    int batch, int in_channels, int out_channels, int in_w, int kernel_w, int padding, int per_split, int co_pairs, int ci_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const unsigned base = shared_address(smem);
+    const unsigned barriers = base + GWM_STAGES * GWM_STAGE;  // full, then empty, a stage
+    const int rank = static_cast<int>(blockIdx.x & 1);
+    const int tid = threadIdx.x;
+    int c = blockIdx.x / 2;  // the cluster: (split, ci tile, co pair), co pairs fastest
+    const int co_pair = c % co_pairs;
+    c /= co_pairs;
+    const int ci_tile = c % ci_tiles, split = c / ci_tiles;
+    const int co0 = (2 * co_pair + rank) * GWM_CO, ci0 = ci_tile * GWM_COLS;
+    const int per_image = (in_w + GWM_P - 1) / GWM_P;
+    const int first = split * per_split;
+    const int steps = max(0, min(batch * per_image, first + per_split) - first);
+
+    if (tid == 0) {
+        for (int s = 0; s < GWM_STAGES; ++s) {
+            mbarrier_init(barriers + 8 * s, 1);                            // full
+            mbarrier_init(barriers + 8 * (GWM_STAGES + s), 2 * 256 / 32);  // empty
+        }
+        fence_mbarrier_init();
+    }
+    cluster_sync();  // both blocks' barriers are made before either copies or arrives
+
+    if (tid >= 256) {  // the producer warpgroup: one thread issues the copies
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (tid == 256) {
+            for (int k = 0; k < steps; ++k) {
+                const int s = k % GWM_STAGES;
+                const unsigned full = barriers + 8 * s, stage = base + s * GWM_STAGE;
+                if (k >= GWM_STAGES) mbarrier_wait(full + 8 * GWM_STAGES, (k / GWM_STAGES - 1) & 1);
+                const int item = first + k, n = item / per_image, l0 = (item - n * per_image) * GWM_P;
+                mbarrier_expect_tx(full, GWM_X + GWM_SPANS * GWM_BOX);  // both halves of x land here
+                mbarrier_arrive(full);
+                cm_load_3d_multicast(stage + rank * (GWM_X / 2), &x_map, l0, ci0 + rank * (GWM_COLS / 2), n, full);
+#pragma unroll
+                for (int b = 0; b < GWM_SPANS; ++b)
+                    cm_load_3d(stage + GWM_X + b * GWM_BOX, &gy_map, 8 * l0 - padding + b * GWM_SPAN, co0, n, full);
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+        const int h = tid / 128, lane = tid % 32, w = (tid / 32) % 4;
+        const int g = lane / 4, t4 = lane % 4;
+        // A's fragment of k-step ks: rows (channel 2 w, phase g) and (2 w + 1, g), positions 8 ks + t4 (q = 0)
+        // and + 4 (q = 1), at stretch element 8 (position + h) + g: its place in the boxes (bytes), channel 2 w
+        int fragment[GWM_P / 8][2];
+#pragma unroll
+        for (int ks = 0; ks < GWM_P / 8; ++ks)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int e = 8 * (8 * ks + 4 * q + t4 + h) + g;
+                fragment[ks][q] = GWM_X + 4 * ((e / GWM_SPAN) * GWM_CO * GWM_SPAN + 2 * w * GWM_SPAN + e % GWM_SPAN);
+            }
+        float acc[GWM_COLS / 2];
+        unsigned frag[2][GWM_P / 8][4];
+        // Item k (stage k % GWM_STAGES) with fragment registers `f`.
+        auto stage = [&](unsigned (&f)[GWM_P / 8][4], int k) {
+            const int s = k % GWM_STAGES;
+            const unsigned x_tile = base + s * GWM_STAGE;
+            mbarrier_wait(barriers + 8 * s, (k / GWM_STAGES) & 1);
+            const unsigned char* const window = smem + s * GWM_STAGE;
+#pragma unroll
+            for (int ks = 0; ks < GWM_P / 8; ++ks) {
+                f[ks][0] = to_tf32(*reinterpret_cast<const float*>(window + fragment[ks][0]));
+                f[ks][1] = to_tf32(*reinterpret_cast<const float*>(window + fragment[ks][0] + 4 * GWM_SPAN));
+                f[ks][2] = to_tf32(*reinterpret_cast<const float*>(window + fragment[ks][1]));
+                f[ks][3] = to_tf32(*reinterpret_cast<const float*>(window + fragment[ks][1] + 4 * GWM_SPAN));
+            }
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < GWM_P / 8; ++ks)
+                // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart, a k-step 32 bytes along the rows
+                wgmma_m64n256k8_tf32_rs(acc, f[ks], wgmma_descriptor_fields(16, 1024, true) | (((x_tile + ks * 32) >> 4) & 0x3FFF),
+                                        k > 0 || ks > 0);
+            wgmma_commit();
+            wgmma_wait<1>();  // item k - 1's MMAs: its buffer is free
+            if (k > 0) cluster_release(barriers + 8 * (GWM_STAGES + (k - 1) % GWM_STAGES), rank ^ 1, lane == 0);
+        };
+        int k = 0;
+        for (; k + 1 < steps; k += 2) {
+            stage(frag[0], k);
+            stage(frag[1], k + 1);
+        }
+        if (k < steps) stage(frag[0], k);
+        wgmma_wait<0>();
+        if (steps == 0) {
+#pragma unroll
+            for (int i = 0; i < GWM_COLS / 2; ++i) acc[i] = 0.0f;
+        }
+        pin(acc);
+        // Accumulator 4 jj + 2 hh + e: row 16 w + g + 8 hh = (channel 2 w + hh, phase g), input channel 8 jj + 2 t4 + e.
+        float* const out = workspace + static_cast<Index>(split) * in_channels * out_channels * kernel_w;
+        const int tap = 8 * h + g;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int co = co0 + 2 * w + hh;
+            if (co >= out_channels || tap >= kernel_w) continue;
+#pragma unroll
+            for (int jj = 0; jj < GWM_COLS / 8; ++jj)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int ci = ci0 + 8 * jj + 2 * t4 + e;
+                    if (ci < in_channels) out[(static_cast<Index>(ci) * out_channels + co) * kernel_w + tap] = acc[4 * jj + 2 * hh + e];
+                }
+        }
+    }
+    cluster_sync();  // the other block's copies into and arrivals on this block's shared memory are done
+#endif
+}

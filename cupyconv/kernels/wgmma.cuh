@@ -275,6 +275,14 @@ __device__ __forceinline__ void cm_load_4d_multicast(unsigned dst, const void* m
                  "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(barrier), "h"(static_cast<unsigned short>(3))
                  : "memory");
 }
+// A box of the 3D tensor map at `map` into the same shared offset of both
+// blocks of the cluster, counted by the barrier at the same offset in each.
+__device__ __forceinline__ void cm_load_3d_multicast(unsigned dst, const void* map, int c0, int c1, int c2, unsigned barrier) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+                 "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(barrier), "h"(static_cast<unsigned short>(3))
+                 : "memory");
+}
 // A box of the 3D tensor map at `map` into this block's shared memory.
 __device__ __forceinline__ void cm_load_3d(unsigned dst, const void* map, int c0, int c1, int c2, unsigned barrier) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
