@@ -2722,6 +2722,7 @@ def test_pack_overlap_weight_reads_any_alignment(mode, monkeypatch):
     if _cuda._compute_capability() != 90:
         pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
     monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
+    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_MULTICAST", False)  # (float: the overlap build's pack; test_grad_input_multicast_repeats_bitwise reads pack_multicast_weight's)
     dtype, precision = numpy.dtype(mode[0]), mode[1]
     case = OVERLAP_CASES[0]
     rng = numpy.random.default_rng(24)
