@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: the GPU test files (tests/test_gpu.py,
-# tests/test_torch_gpu.py) with the GPU required, as SHARDS (default 4)
+# tests/test_torch_gpu.py) with the GPU required, as SHARDS (default 6)
 # pytest processes in parallel on the one GPU.  A cold machine spends most of
 # the suite in NVRTC compiles, which one process does one at a time: in one
-# process it ran past 10 minutes, in four shards 4 minutes (perf notes v28).
+# process it ran past 10 minutes, in four shards 4 minutes (perf notes v28);
+# at 2153 tests four shards took 551 s, near the device's 600-s limit a
+# command, and six 353 s (perf notes v48).
 # Each test function's cases stay in one shard (they share compiled kernels);
 # functions are dealt largest first to the shard with the fewest cases.
 # Logs go to $OUT (default ./gpu-logs): shards.txt, suite-K.log; failures and
@@ -11,7 +13,7 @@
 # pytest (e.g. -x, or -k EXPRESSION to run a subset).
 set -uo pipefail
 OUT=${OUT:-gpu-logs}
-SHARDS=${SHARDS:-4}
+SHARDS=${SHARDS:-6}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUPYCONV_REQUIRE_GPU=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 FILES=(tests/test_gpu.py tests/test_torch_gpu.py)
