@@ -801,14 +801,7 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(CM_CONSUMERS + 128, 1) conv_tf
     const int clusters = gridDim.x / 2, cluster = blockIdx.x / 2;
     const int lo_offset = min(0, (CM_TAPS - 1) * tap_in_step);  // an item's window starts at in_base + c0 + lo_offset
 
-    if (tid == 0) {
-        for (int s = 0; s < CM_STAGES; ++s) {
-            mbarrier_init(barriers + 8 * s, 1);                                            // full
-            mbarrier_init(barriers + 8 * (CM_STAGES + s), 2 * (CM_CONSUMERS / 32));      // empty
-        }
-        fence_mbarrier_init();
-    }
-    cluster_sync();  // both blocks' barriers are made before either copies or arrives
+    cm_make_barriers(barriers, CM_STAGES, CM_CONSUMERS / 32);
 
     CmUnit unit;
     if (tid >= CM_CONSUMERS) {  // the producer warpgroup: one thread issues the copies

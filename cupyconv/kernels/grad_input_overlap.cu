@@ -567,14 +567,7 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(GM_THREADS, 1) grad_input_mult
     const int steps = (out_channels + GM_CO - 1) / GM_CO;
     const int clusters = gridDim.x / 2, cluster = blockIdx.x / 2;
 
-    if (tid == 0) {
-        for (int s = 0; s < GM_STAGES; ++s) {
-            mbarrier_init(barriers + 8 * s, 1);                        // full
-            mbarrier_init(barriers + 8 * (GM_STAGES + s), 2 * 256 / 32);  // empty
-        }
-        fence_mbarrier_init();
-    }
-    cluster_sync();  // both blocks' barriers are made before either copies or arrives
+    cm_make_barriers(barriers, GM_STAGES, 256 / 32);
 
     GmUnit unit;
     if (tid >= 256) {  // the producer warpgroup: one thread issues the copies

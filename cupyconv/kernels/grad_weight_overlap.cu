@@ -383,14 +383,7 @@ __global__ void CM_CLUSTER_DIMS __launch_bounds__(GWM_THREADS, 1) grad_weight_mu
     const int first = split * per_split;
     const int steps = max(0, min(batch * per_image, first + per_split) - first);
 
-    if (tid == 0) {
-        for (int s = 0; s < GWM_STAGES; ++s) {
-            mbarrier_init(barriers + 8 * s, 1);                            // full
-            mbarrier_init(barriers + 8 * (GWM_STAGES + s), 2 * 256 / 32);  // empty
-        }
-        fence_mbarrier_init();
-    }
-    cluster_sync();  // both blocks' barriers are made before either copies or arrives
+    cm_make_barriers(barriers, GWM_STAGES, 256 / 32);
 
     if (tid >= 256) {  // the producer warpgroup: one thread issues the copies
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");

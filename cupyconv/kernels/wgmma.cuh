@@ -261,6 +261,20 @@ struct __align__(64) CmMap {
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The `full` (one arrival, the producer's, besides the stage's bytes) and
+// `empty` (every consumer warp of both blocks) mbarriers of `stages` buffers,
+// 8 bytes each from `barriers`: made by thread 0 before either block of the
+// cluster copies into or arrives on the other's.
+__device__ __forceinline__ void cm_make_barriers(unsigned barriers, int stages, unsigned consumer_warps) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; ++s) {
+            mbarrier_init(barriers + 8 * s, 1);
+            mbarrier_init(barriers + 8 * (stages + s), 2 * consumer_warps);
+        }
+        fence_mbarrier_init();
+    }
+    cluster_sync();
+}
 // A box of the 4D tensor map at `map` into this block's shared memory.
 __device__ __forceinline__ void cm_load_4d(unsigned dst, const void* map, int c0, int c1, int c2, int c3, unsigned barrier) {
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
