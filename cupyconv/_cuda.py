@@ -2495,10 +2495,9 @@ USE_GRAD_WEIGHT_MULTICAST = True
 
 @functools.lru_cache(maxsize=1024)
 def _grad_weight_multicast_plan(geometry: Geometry, index: str, multiprocessors: int):
-    """(round_tf32_copy launch, grad_weight_multicast launch, workspace
-    shape, sum_splits launch), or None where its counts pass 32 bits.  The
-    splits of the items fill the device's clusters once (at least 1024
-    positions a split)."""
+    """(grad_weight_multicast launch, workspace shape, sum_splits launch), or
+    None where its counts pass 32 bits.  The splits of the items fill the
+    device's clusters once (at least 1024 positions a split)."""
     batch, in_channels, out_channels = geometry.batch, geometry.in_channels, geometry.out_channels
     in_w, out_w = geometry.in_size[1], geometry.out_size[1]
     co_pairs = -(-out_channels // (2 * _kernels.GRAD_WEIGHT_MULTICAST_CO))
@@ -2525,34 +2524,34 @@ def _grad_weight_multicast_plan(geometry: Geometry, index: str, multiprocessors:
         "grad_weight_overlap.cu", _kernels.grad_weight_multicast_name(index), 2 * independent * splits, _kernels.GRAD_WEIGHT_MULTICAST_THREADS,
         scalars, _kernels.GRAD_WEIGHT_MULTICAST_SHARED,
     )  # fmt: skip
-    count = batch * in_channels * in_w
-    rounding = _Launch(
-        "grad_weight_overlap.cu", _kernels.ROUND_TF32_COPY, max(1, min(-(-count // (4 * _kernels.PACK_THREADS)), _kernels.PACK_MAX_BLOCKS)),
-        _kernels.PACK_THREADS, (_i64(count),),
-    )  # fmt: skip
     finish = _sum_splits_plan("float32", math.prod(geometry.weight_shape4), splits, multiprocessors, "float")
-    return rounding, partial, (splits,) + geometry.weight_shape4, finish
+    return partial, (splits,) + geometry.weight_shape4, finish
+
+
+@functools.lru_cache(maxsize=1024)
+def _round_tf32_copy_plan(count: int) -> _Launch:
+    """round_tf32_copy's launch for `count` floats (a multiple of 4)."""
+    blocks = max(1, min(-(-count // (4 * _kernels.PACK_THREADS)), _kernels.PACK_MAX_BLOCKS))
+    return _Launch("grad_weight_overlap.cu", _kernels.ROUND_TF32_COPY, blocks, _kernels.PACK_THREADS, (_i64(count),))
 
 
 def _grad_weight_multicast(gy4, x4, grad, geometry: Geometry) -> bool:
-    """Runs a float grad_weight that grad_weight_overlap's rule takes with
-    grad_weight_multicast if it is routed and applies; False if not."""
+    """Runs a float grad_weight that grad_weight_overlap's rule takes (its
+    16-byte copies: padding and grad_output's rows whole 16-byte quads, both
+    arrays 16-byte aligned) with grad_weight_multicast if it is routed and
+    applies: x rounded to TF32 into a copy, then the split reduction; False
+    if not."""
     if not USE_GRAD_WEIGHT_MULTICAST or _kernels.GRAD_WEIGHT_MULTICAST_SHARED > _max_shared():
         return False
-    if geometry.padding[1] % 4 or geometry.out_size[1] % 4 or gy4.data.ptr % 16:
+    multiprocessors = _multiprocessors()
+    if _grad_weight_multicast_plan(geometry, "int", multiprocessors) is None:
         return False
-    plan = _grad_weight_multicast_plan(geometry, "int", _multiprocessors())
-    if plan is None:
-        return False
-    index = _kernels.index_type(x4.size, gy4.size, math.prod(plan[2]))  # (the workspace's shape does not depend on it)
-    if index != "int":
-        plan = _grad_weight_multicast_plan(geometry, index, _multiprocessors())
-    rounding, partial, workspace_shape, finish = plan
     rounded = cupy.empty(x4.shape, dtype=x4.dtype)
-    _launch(rounding, (x4, rounded))
-    workspace = cupy.empty(workspace_shape, dtype=numpy.float32)  # float sums, the same values as doubles
-    _launch(partial, (rounded, gy4, workspace))
-    _launch(finish, (workspace, grad))
+    _launch(_round_tf32_copy_plan(x4.size), (x4, rounded))
+    _run_split_reduction(
+        lambda index: _grad_weight_multicast_plan(geometry, index, multiprocessors), (rounded, gy4), (x4.size, gy4.size), grad,
+        numpy.float32,  # float sums, the same values as doubles
+    )
     return True
 
 

@@ -2624,6 +2624,18 @@ def test_grad_input_overlap(case, mode, monkeypatch):
     assert any(name.startswith("grad_input_overlap<") for name in ran), ran
 
 
+def _spy_launches(monkeypatch, multiprocessors=None):
+    """(name, blocks) of each launch from here on, with the device's
+    multiprocessor count taken as `multiprocessors` where given."""
+    from cupyconv import _cuda
+
+    if multiprocessors is not None:
+        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+    ran, launch = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append((plan.name, plan.blocks)), launch(plan, arrays))[1])
+    return ran
+
+
 @pytest.mark.parametrize("multiprocessors", [None, 2, 12])
 @pytest.mark.parametrize("case", OVERLAP_CASES, ids=str)
 def test_grad_input_multicast(case, multiprocessors, monkeypatch):
@@ -2632,14 +2644,9 @@ def test_grad_input_multicast(case, multiprocessors, monkeypatch):
     (test_backward), in poisoned memory, on grids of one cluster (every unit
     in turn: the buffers' phases wrap many times), of six and the device's;
     it ran, and grad_input_overlap did not."""
-    from cupyconv import _cuda
-
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
-    ran, launch = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append((plan.name, plan.blocks)), launch(plan, arrays))[1])
+    ran = _spy_launches(monkeypatch, multiprocessors)
     test_backward(case, ("float32", "tf32"))
     names = [name for name, _ in ran]
     assert names.count(_kernels.grad_input_multicast_name("int")) == 1 and names.count(_kernels.PACK_MULTICAST_WEIGHT) == 1, names
@@ -2651,16 +2658,12 @@ def test_grad_input_multicast(case, multiprocessors, monkeypatch):
 
 def test_grad_input_multicast_64_bit_index(monkeypatch):
     """The build with 64-bit indices (taken where an array passes 2**31 elements)."""
-    from cupyconv import _cuda
-
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    monkeypatch.setattr(_cuda, "_multiprocessors", lambda: 4)
-    ran, launch = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    ran = _spy_launches(monkeypatch, 4)
     test_backward(OVERLAP_CASES[0], ("float32", "tf32"))
-    assert _kernels.grad_input_multicast_name("long long") in ran, ran
+    assert _kernels.grad_input_multicast_name("long long") in [name for name, _ in ran], ran
 
 
 def test_grad_input_multicast_repeats_bitwise(monkeypatch):
@@ -2677,13 +2680,12 @@ def test_grad_input_multicast_repeats_bitwise(monkeypatch):
     rng = numpy.random.default_rng(41)
     x, w, _ = (cupy.asarray(a.astype(numpy.float32)) if a is not None else None for a in case.arrays(rng, numpy.float32))
     gy = cupy.asarray(rng.standard_normal(cupyconv.conv_transpose1d(x, w, **case.kwargs).shape).astype(numpy.float32))
-    ran, launch = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    ran = _spy_launches(monkeypatch)
     _api._FAST_BACKWARD.clear()
     _cuda._REMEMBER_SEEN.clear()
     run = lambda weight: cupyconv.conv_transpose1d_backward(gy, x, weight, **case.kwargs, precision="tf32")
     grads = [run(w) for _ in range(3)]
-    assert ran.count(_kernels.grad_input_multicast_name("int")) == 3, ran
+    assert [name for name, _ in ran].count(_kernels.grad_input_multicast_name("int")) == 3, ran
     answered = _fast_calls(monkeypatch, _cuda._Replay)
     with poisoned_allocations():
         grads += [run(w) for _ in range(2)]
@@ -2817,14 +2819,9 @@ def test_grad_weight_multicast(case, multiprocessors, monkeypatch):
     partials summed by sum_splits' float build), on the device's clusters
     and on two (the splits then fewer and longer); and bitwise the same on a
     second run."""
-    from cupyconv import _cuda
-
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
-    ran, launch = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append((plan.name, plan.blocks)), launch(plan, arrays))[1])
+    ran = _spy_launches(monkeypatch, multiprocessors)
     test_backward(case, ("float32", "tf32"))
     names = [name for name, _ in ran]
     ours = [name for name in names if name.startswith("grad_weight_multicast<")]
@@ -2845,15 +2842,12 @@ def test_grad_weight_multicast(case, multiprocessors, monkeypatch):
 
 def test_grad_weight_multicast_64_bit_index(monkeypatch):
     """The build with 64-bit indices (taken where an array passes 2**31 elements)."""
-    from cupyconv import _cuda
-
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    ran, launch = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    ran = _spy_launches(monkeypatch)
     test_backward(GRAD_WEIGHT_OVERLAP_CASES[4][0], ("float32", "tf32"))
-    assert _kernels.grad_weight_multicast_name("long long") in ran, ran
+    assert _kernels.grad_weight_multicast_name("long long") in [name for name, _ in ran], ran
 
 
 def test_grad_weight_overlap_declines():
