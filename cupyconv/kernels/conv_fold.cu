@@ -16,25 +16,27 @@
 // window by one position; perf notes v21).
 //
 // A block (one per multiprocessor) is two consumer warpgroups and a producer
-// warpgroup (below), and owns FOLD_ROWS = 128 GEMM rows (8 output channels):
-// consumer warpgroup h issues
-// wgmma.m64n128k16 on rows 64h.. and all 128 columns of a tile.  Row 16w + 8e
-// + g of warpgroup h (w its warp, g = lane / 4) is output channel 4h + w, tap
-// 8e + g, so each thread holds both taps a phase needs, and for its columns
-// 2(lane % 4) and + 1 of every 8 the one missing value (the second tap of the
-// column before) is one shuffle away (lane - 1, or lane + 3 for the 8
-// columns before).
+// warpgroup (below), and owns FOLD_ROWS = 128 GEMM rows (8 output channels).
+// A consumer warpgroup computes whole tiles (all 128 rows x 128 columns):
+// two wgmma.m64n128k16 a k-step, into `lo` (rows 0..63) and `hi` (rows
+// 64..127).  Row 16w + 8e + g of a half (w the warp, g = lane / 4) is output
+// channel w (lo) or 4 + w (hi), tap 8e + g, so each thread holds both taps a
+// phase needs, and for its columns 2(lane % 4) and + 1 of every 8 the one
+// missing value (the second tap of the column before) is one shuffle away
+// (lane - 1, or lane + 3 for the 8 columns before).
 //
 // Work: tiles (row tile of 8 output channels, image, 128 columns) in that
-// order, split over the blocks (see the kernel).  A row's last tile can lie
-// wholly past the input (columns q >= in_w: the outputs 8 in_w - padding ..
-// take only the carry and the bias; X2's 4096 positions make it one tile in
-// 33): its D is zero, so it has no copies and no MMAs (perf notes v45).
+// order, split over the blocks (see the kernel), and a block's tiles of a
+// row tile into two chains, one a consumer warpgroup (fold_split).  A row's
+// last tile can lie wholly past the input (columns q >= in_w: the outputs
+// 8 in_w - padding .. take only the carry and the bias; X2's 4096 positions
+// make it one tile in 33): its D is zero, so it has no copies and no MMAs
+// (perf notes v45).
 // A block keeps its row tile's weight (128 rows x all input channels,
-// K-major core matrices) in shared memory while it walks its tiles in
-// order, so the second tap of a tile's first column comes from the tile
-// before (the carry).  A block whose first tile starts inside a row first
-// computes the tile before it without storing it.
+// K-major core matrices) in shared memory while its warpgroups walk their
+// chains in order, so the second tap of a tile's first column comes from the
+// warpgroup's tile before (the carry).  A chain that starts inside a row
+// first computes the tile before it without storing it (its lead-in).
 //
 // Clusters (perf notes v44): the blocks come in clusters of two that take
 // neighbouring row tiles (2p and 2p + 1) over the same tiles in the same
@@ -48,15 +50,19 @@
 // Pipeline: the input is streamed in k-blocks of 64 channels x 128 positions
 // (16 KB, FOLD_STAGES buffers).  Each buffer has two mbarriers: `full`
 // (its 16 KB have landed: the block's own half and the other block's) and
-// `empty` (all 16 consumer warps of the cluster are done with it: one
-// arrival from each, on both blocks' barriers).  A consumer warp releases
-// k-block kb - 2 when it starts k-block kb: its MMAs are done by then.
-// The accumulators come in two sets, alternating by tile: a tile's epilogue
-// runs after the next tile's first two k-blocks' MMAs are issued, so the
-// tensor cores keep working while the previous tile is folded, converted and
-// staged (stmatrix, transposed into output order: positions 8q + r
-// consecutive); the staged row goes out in four chunks, one after each of
-// the next tile's k-blocks 2 to 5.
+// `empty` (the 8 consumer warps of the cluster that multiplied it are done
+// with it: one arrival from each, on both blocks' barriers).  A consumer warp
+// releases k-block kb - 2 when it starts k-block kb (its MMAs are done by
+// then), and a tile's last two once all its MMAs are done.
+// Ping-pong (perf notes v49): the consumer warpgroups take turns at the
+// tensor cores, chain 0's tile i, chain 1's tile i, chain 0's tile i + 1, ...
+// (the order the producer loads them in), handing the turn on by named
+// barriers once a tile's MMAs are issued.  A warpgroup then waits for its
+// MMAs and folds, converts and stages its tile (stmatrix, transposed into
+// output order: positions 8q + r consecutive) and stores it, a channel at a
+// time, while the other warpgroup's MMAs run; the stores are off the path of
+// the MMAs, which before (two accumulator sets a warpgroup, the stores
+// between the next tile's k-blocks) cost 15-18% of the kernel (v44).
 //
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), a 16-byte-aligned input whose rows are multiples of
@@ -177,19 +183,62 @@ __device__ __forceinline__ void transpose8x8_b16(unsigned (&w)[4], int j) {
 // outputs 8c + g (c the column, g the phase) in order.  `carry` is, on lanes
 // 4i, the second tap of the column before this part's first.
 template <typename T, int P>
-__device__ __forceinline__ void fold_part(const float (&d)[64], float& carry, float bias, unsigned char* staging, int lane) {
+__device__ __forceinline__ void fold_part(const float (&d)[64], float& carry, float bias, unsigned char* staging, int lane, bool zero) {
     const int source = (lane & 3) ? lane - 1 : lane + 3;
     unsigned packed[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const int j = 4 * P + i;
-        // d[4j], d[4j + 1]: tap g at columns c, c + 1; d[4j + 2], d[4j + 3]: tap g + 8
-        const float got = __shfl_sync(0xffffffffu, d[4 * j + 3], source);
+        // d[4j], d[4j + 1]: tap g at columns c, c + 1; d[4j + 2], d[4j + 3]: tap g + 8 (zeros for a tile past the input)
+        const float d0 = zero ? 0.0f : d[4 * j], d1 = zero ? 0.0f : d[4 * j + 1], d2 = zero ? 0.0f : d[4 * j + 2], d3 = zero ? 0.0f : d[4 * j + 3];
+        const float got = __shfl_sync(0xffffffffu, d3, source);
         const float before = (lane & 3) ? got : carry;  // tap g + 8 at column c - 1
         carry = got;
-        packed[i] = pack2<T>(d[4 * j] + before + bias, d[4 * j + 1] + d[4 * j + 2] + bias);
+        packed[i] = pack2<T>(d0 + before + bias, d1 + d2 + bias);
     }
     stmatrix_x4_trans(staging + 16 * (32 * P + lane), packed);
+}
+
+// A chain of tiles of one row tile that one consumer warpgroup folds in
+// order: tiles r0.. r1 - 1 (numbered n * tiles_per_row + q within the row
+// tile), after a lead-in tile r0 - 1 when r0 starts inside a row (its MMAs
+// and fold give the carry; nothing of it is stored).
+struct FoldChain {
+    int n, q, count;  // the next tile, and the tiles left (the lead-in counted)
+    bool lead;        // the next tile is the lead-in
+    __device__ __forceinline__ void advance(int tiles_per_row) {
+        if (++q == tiles_per_row) q = 0, ++n;
+        lead = false;
+        --count;
+    }
+};
+__device__ __forceinline__ FoldChain fold_chain(int r0, int r1, int tiles_per_row) {
+    FoldChain c{0, 0, 0, false};
+    if (r0 >= r1) return c;
+    c.n = r0 / tiles_per_row;
+    c.q = r0 - c.n * tiles_per_row;
+    c.lead = c.q > 0;
+    if (c.lead) --c.q;
+    c.count = r1 - r0 + (c.lead ? 1 : 0);
+    return c;
+}
+// Where tiles [r0, r1) split into the two chains: the middle, or the row
+// start nearest to it where that is within an eighth of the tiles of it (no
+// lead-in for the second chain).
+__device__ __forceinline__ int fold_split(int r0, int r1, int tiles_per_row) {
+    const int count = r1 - r0, mid = r0 + (count + 1) / 2;
+    const int row = (mid + tiles_per_row / 2) / tiles_per_row * tiles_per_row;
+    return (row > r0 && row < r1 && 8 * abs(row - mid) <= count) ? row : mid;
+}
+// The consumer warpgroups' turns at the tensor cores: warpgroup g hands the
+// turn on by arriving at named barrier 2 + g, the other waits on it.
+__device__ __forceinline__ void fold_turn_wait(int g) {
+    if (g == 0) asm volatile("bar.sync 3, %0;\n" ::"n"(FOLD_THREADS) : "memory");
+    else asm volatile("bar.sync 2, %0;\n" ::"n"(FOLD_THREADS) : "memory");
+}
+__device__ __forceinline__ void fold_turn_hand(int g) {
+    if (g == 0) asm volatile("bar.arrive 2, %0;\n" ::"n"(FOLD_THREADS) : "memory");
+    else asm volatile("bar.arrive 3, %0;\n" ::"n"(FOLD_THREADS) : "memory");
 }
 
 // A block's state: the problem, its shared memory, and the tiles it loads and
@@ -210,16 +259,11 @@ struct FoldBlock {
     int warp, lane;
     unsigned rank, barriers;  // the block's rank in its cluster; the buffers' full barriers (empty: FOLD_STAGES on)
     // the descriptors' low words (16-byte units) at k-block 0 and buffer 0
-    unsigned a_low, b_low;
-    // the producer: `loads` k-blocks of the run issued.  The consumers:
-    // `mmas` of the run's `total` k-blocks multiplied.  `base`: the block's
+    unsigned a_low, b_low, a_half;  // a_half: from rows 0.. to rows 64.. of the weight tile
+    // the producer: `loads` k-blocks of the run issued.  `base`: the block's
     // k-blocks of earlier runs (the buffers and barrier phases continue
     // across runs)
-    int loads, total, mmas, base;
-    // the epilogue: tile (fold_n, fold_q) of row tile `row_tile`; stored unless a lead-in
-    int row_tile, fold_n, fold_q;
-    bool fold_stores;
-    float carry, bias_value;
+    int loads, base;
     // the staged row's whole 16-byte vectors, stored a chunk of 512 bytes at
     // a time (store_chunk) between the next tile's k-blocks: store_bytes
     // (0: nothing to store) from store_src in this warp's staging row to
@@ -254,27 +298,24 @@ struct FoldBlock {
         return tiles * kblocks;
     }
 
-    // The epilogue of tile (fold_n, fold_q) from its accumulators `d`: its
-    // four parts into this warp's staging row, then the row's stores
-    // (skipped for a lead-in tile, whose carry alone is wanted): the single
-    // elements at its two ends here, its 16-byte vectors by store_chunk, a
-    // quarter after each of the next tile's k-blocks 2 to 5 (after its last
-    // where it has fewer, and at the end of a run), while the tensor cores
-    // work (perf notes v36).
-    __device__ __forceinline__ void fold_tile(const float (&d)[64]) {
-        __syncwarp();  // the previous tile's stores have read the staging row
-        if (fold_q == 0) carry = 0.0f;
-        fold_part<T, 0>(d, carry, bias_value, staging, lane);
-        fold_part<T, 1>(d, carry, bias_value, staging, lane);
-        fold_part<T, 2>(d, carry, bias_value, staging, lane);
-        fold_part<T, 3>(d, carry, bias_value, staging, lane);
+    // The epilogue of one output channel of tile (n, q) from its accumulators
+    // `d` (this warp's 16 rows of one m64 half): its four parts into this
+    // warp's staging row, then the row's stores (none for a lead-in tile,
+    // whose carry alone is wanted): the single elements at its two ends and
+    // its 16-byte vectors, while the other consumer warpgroup's MMAs run.
+    __device__ __forceinline__ void fold_channel(const float (&d)[64], float& carry, float bias_value, int co, int n, int q, bool stores, bool zero) {
+        __syncwarp();  // the previous channel's stores have read the staging row
+        if (q == 0) carry = 0.0f;
+        fold_part<T, 0>(d, carry, bias_value, staging, lane, zero);
+        fold_part<T, 1>(d, carry, bias_value, staging, lane, zero);
+        fold_part<T, 2>(d, carry, bias_value, staging, lane, zero);
+        fold_part<T, 3>(d, carry, bias_value, staging, lane, zero);
         __syncwarp();
-        const int co = row_tile * (FOLD_ROWS / 16) + warp;  // warp 4h + w: channel 4h + w
         store_bytes = 0;
-        if (fold_stores && co < out_channels)
-            begin_stores(out + (static_cast<IndexT>(fold_n) * out_channels + co) * out_w, fold_q * FOLD_BN * FOLD_STRIDE - padding);
-        if (++fold_q == tiles_per_row) fold_q = 0, ++fold_n;
-        fold_stores = true;
+        if (stores && co < out_channels)
+            begin_stores(out + (static_cast<IndexT>(n) * out_channels + co) * out_w, q * FOLD_BN * FOLD_STRIDE - padding);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) store_chunk(c);
     }
 
     // The staged outputs (positions first .. first + 8 FOLD_BN of `row`,
@@ -312,16 +353,28 @@ struct FoldBlock {
             const int o = base + 16 * lane;
             if (o < store_bytes) store_global16(store_dst + o, *reinterpret_cast<const uint4*>(store_src + o));
         } else if (store_unit == 8) {
+            uint2 v[2];
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const int o = base + 256 * i + 8 * lane;
-                if (o < store_bytes) *reinterpret_cast<uint2*>(store_dst + o) = *reinterpret_cast<const uint2*>(store_src + o);
+                if (o < store_bytes) v[i] = *reinterpret_cast<const uint2*>(store_src + o);
+            }
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int o = base + 256 * i + 8 * lane;
+                if (o < store_bytes) *reinterpret_cast<uint2*>(store_dst + o) = v[i];
             }
         } else if (store_unit == 4) {
+            unsigned v[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int o = base + 128 * i + 4 * lane;
-                if (o < store_bytes) *reinterpret_cast<unsigned*>(store_dst + o) = *reinterpret_cast<const unsigned*>(store_src + o);
+                if (o < store_bytes) v[i] = *reinterpret_cast<const unsigned*>(store_src + o);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int o = base + 128 * i + 4 * lane;
+                if (o < store_bytes) *reinterpret_cast<unsigned*>(store_dst + o) = v[i];
             }
         } else {  // odd: vector lane + 32 c from the five words around it
             const int o = base + 16 * lane;
@@ -334,19 +387,15 @@ struct FoldBlock {
         }
     }
 
-    // K-block kb of the tile in `d`: release k-block kb - 2's buffer (this
-    // warp's MMAs on it are done: every path here waited for them), wait for
-    // this one's, issue its MMAs and commit them.  The first k-block of a tile
-    // first waits for every MMA in flight (the previous tile's last, into the
-    // other set): ptxas then knows the other set is retired while this tile's
-    // MMAs run, and leaves them asynchronous (with wait_group 1 alone it
-    // serializes every wgmma, C7514).
+    // The MMAs of one tile into `lo` (rows 0-63 of the weight tile: channels
+    // 0-3) and `hi` (rows 64-127: channels 4-7), its k-blocks the buffers
+    // from sequence number `seq` on: each k-block waits for its buffer,
+    // releases the one two k-blocks back (its MMAs are done), and issues
+    // 2 x 4 wgmma.m64n128k16.  The last two buffers are released by the
+    // caller once every MMA is done (finish_tile).
     template <bool FIRST>
-    __device__ __forceinline__ void kblock(float (&d)[64], int kb) {
-        const int seq = base + mmas++, stage = seq % FOLD_STAGES;  // this k-block's
-        if (mmas > FOLD_INFLIGHT) release(seq - FOLD_INFLIGHT);
-        mbarrier_wait(barriers + 8 * stage, (seq / FOLD_STAGES) & 1);
-        if constexpr (FIRST) wgmma_wait<0>();
+    __device__ __forceinline__ void mma_kblock(float (&lo)[64], float (&hi)[64], int kb, int& stage, unsigned& parity) {
+        mbarrier_wait(barriers + 8 * stage, parity);
         wgmma_fence();
         // A: K-major core matrices, leading offset 128 (the next 8 channels),
         // stride offset channels_padded * 16 (the next 8 rows).  B: leading
@@ -354,14 +403,35 @@ struct FoldBlock {
         // 1024 (the next 8 channels); a k-step is 16 channels, 2048 bytes.
         const unsigned a = a_low + kb * (FOLD_BK / 8 * 128 / 16), b = b_low + stage * (FOLD_STAGE_BYTES / 16);
 #pragma unroll
-        for (int s = 0; s < FOLD_BK / 16; ++s)
-            wgmma_m64n128k16_mn_b<T>(d, a_descriptor(a + s * (256 / 16)), b_descriptor(b + s * (2048 / 16)), (!FIRST || s > 0) ? 1 : 0);
+        for (int s = 0; s < FOLD_BK / 16; ++s) {
+            const int accumulate = (!FIRST || s > 0) ? 1 : 0;
+            wgmma_m64n128k16_mn_b<T>(lo, a_descriptor(a + s * (256 / 16)), b_descriptor(b + s * (2048 / 16)), accumulate);
+            wgmma_m64n128k16_mn_b<T>(hi, a_descriptor(a + a_half + s * (256 / 16)), b_descriptor(b + s * (2048 / 16)), accumulate);
+        }
         wgmma_commit();
         cp_async_commit();  // an empty group: without it ptxas serializes every wgmma (C7514)
+        if (++stage == FOLD_STAGES) stage = 0, parity ^= 1u;
     }
-    // This warp is done with k-block `seq`'s buffer (lane 0 arrives for it, in both blocks).
-    __device__ __forceinline__ void release(int seq) {
-        cluster_release(barriers + 8 * (FOLD_STAGES + seq % FOLD_STAGES), rank ^ 1, lane == 0);
+    __device__ __forceinline__ void mma_tile(float (&lo)[64], float (&hi)[64], int seq) {
+        int stage = seq % FOLD_STAGES;
+        unsigned parity = (seq / FOLD_STAGES) & 1;
+        mma_kblock<true>(lo, hi, 0, stage, parity);
+#pragma unroll
+        for (int kb = 1; kb < FOLD_INFLIGHT; ++kb)
+            if (kb < kblocks) mma_kblock<false>(lo, hi, kb, stage, parity);
+        for (int kb = FOLD_INFLIGHT; kb < kblocks; ++kb) {
+            wgmma_wait<FOLD_INFLIGHT - 1>();  // k-block kb - FOLD_INFLIGHT's MMAs are done
+            release_stage(stage >= FOLD_INFLIGHT ? stage - FOLD_INFLIGHT : stage + FOLD_STAGES - FOLD_INFLIGHT);
+            mma_kblock<false>(lo, hi, kb, stage, parity);
+        }
+    }
+    // The buffers of the tile's last (up to) two k-blocks released (its MMAs are done).
+    __device__ __forceinline__ void finish_tile(int seq) {
+        for (int k = max(kblocks - FOLD_INFLIGHT, 0); k < kblocks; ++k) release_stage((seq + k) % FOLD_STAGES);
+    }
+    // This warp is done with the k-block in buffer `stage` (lane 0 arrives for it, in both blocks).
+    __device__ __forceinline__ void release_stage(int stage) {
+        cluster_release(barriers + 8 * (FOLD_STAGES + stage), rank ^ 1, lane == 0);
     }
     // The descriptors from their start address in 16-byte units (under 2^14:
     // the block's shared memory offsets stay below 256 KB, so adding offsets
@@ -375,56 +445,22 @@ struct FoldBlock {
         return wgmma_descriptor_fields(FOLD_STAGE_BYTES / 2, 1024, true) | low;
     }
 
-    // One tile: its k-blocks' MMAs into `d`, and the previous tile's
-    // epilogue (from `before`, when there is one) while the first two
-    // k-blocks' MMAs run; the previous tile's 16-byte stores follow in four
-    // chunks after k-blocks 2 to 5.  (Epilogue parts that read `before`
-    // after later waits in the k-block loop made ptxas serialize every
-    // wgmma, C7514; the stores read only shared memory.)
-    // A tile past the input (`empty`: its D is zero) has no k-blocks: the
-    // previous tile's epilogue and stores run at once.
-    __device__ __forceinline__ void tile(float (&d)[64], float (&before)[64], bool previous, bool empty) {
-        if (empty) {
-            wgmma_wait<0>();
-            if (previous) {
-                pin(before);
-                fold_tile(before);
-            }
-#pragma unroll
-            for (int c = 0; c < 4; ++c) store_chunk(c);
-#pragma unroll
-            for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-            return;
-        }
-        kblock<true>(d, 0);
-#pragma unroll
-        for (int kb = 1; kb < FOLD_INFLIGHT; ++kb)  // their buffers held the previous tile's k-blocks, all done
-            if (kb < kblocks) kblock<false>(d, kb);
-        if (previous) {
-            pin(before);
-            fold_tile(before);
-        }
-        for (int kb = FOLD_INFLIGHT; kb < kblocks; ++kb) {
-            wgmma_wait<FOLD_INFLIGHT - 1>();  // k-block kb - FOLD_INFLIGHT's MMAs are done: its buffer is released at this k-block
-            kblock<false>(d, kb);
-            if (kb - FOLD_INFLIGHT < 4) store_chunk(kb - FOLD_INFLIGHT);
-        }
-        for (int c = max(kblocks - FOLD_INFLIGHT, 0); c < 4; ++c) store_chunk(c);  // few k-blocks
-        wgmma_wait<FOLD_INFLIGHT - 1>();
-    }
-
-    // The producer's run: every k-block of tiles [first, end) of row tile
-    // `rt` (and of the lead-in tile), as the buffers come free.
+    // The producer's run: every k-block of the two chains of tiles [first,
+    // end) of row tile `rt` (fold_chain: each with its lead-in tile), in the
+    // order the consumer warpgroups multiply them: chain 0's tile i, chain
+    // 1's tile i, chain 0's tile i + 1, ...
     __device__ __forceinline__ void produce(int rt, int first, int end, int per_row_tile) {
-        const int rest = first - rt * per_row_tile;
-        int n = rest / tiles_per_row, q = rest - n * tiles_per_row;
-        const bool lead = q > 0;
-        q -= lead ? 1 : 0;
+        const int r0 = first - rt * per_row_tile, r1 = end - rt * per_row_tile, mid = fold_split(r0, r1, tiles_per_row);
+        FoldChain c[2] = {fold_chain(r0, mid, tiles_per_row), fold_chain(mid, r1, tiles_per_row)};
         loads = 0;
-        for (int t = end - first + (lead ? 1 : 0); t > 0; --t) {
-            if (q < full_tiles)
-                for (int kb = 0; kb < kblocks; ++kb) load(n, q, kb);
-            if (++q == tiles_per_row) q = 0, ++n;
+        while (c[0].count > 0 || c[1].count > 0) {
+#pragma unroll
+            for (int g = 0; g < 2; ++g) {
+                if (c[g].count == 0) continue;
+                if (c[g].q < full_tiles)
+                    for (int kb = 0; kb < kblocks; ++kb) load(c[g].n, c[g].q, kb);
+                c[g].advance(tiles_per_row);
+            }
         }
         base += loads;
     }
@@ -463,24 +499,15 @@ struct FoldBlock {
         }
     }
 
-    // The consumers' run: tiles [first, end) of row tile `rt` (linear tile
-    // numbers); `lead` when tile first - 1 is computed first for its carry.
-    __device__ __forceinline__ void run(int rt, int first, int end, int per_row_tile, float (&acc0)[64], float (&acc1)[64]) {
+    // The consumers' run over tiles [first, end) of row tile `rt` (linear
+    // tile numbers): split into two chains (fold_split), consumer warpgroup
+    // h folding chain h.  The warpgroups take turns at the tensor cores
+    // (chain 0's tile i, then chain 1's tile i, ...): each issues a tile's
+    // MMAs on its turn, hands the turn on (named barriers 2 and 3) and folds
+    // and stores the tile while the other's MMAs run.  A warp folds two
+    // output channels of each of its tiles: w (from `lo`) and 4 + w (`hi`).
+    __device__ __forceinline__ void run(int rt, int first, int end, int per_row_tile) {
         fold_consumers_sync();  // the weight tile is free (the previous run's last MMAs are done)
-        const int rest = first - rt * per_row_tile;
-        const int n = rest / tiles_per_row, q = rest - n * tiles_per_row;
-        const bool lead = q > 0;
-        row_tile = rt;
-        fold_n = n;
-        fold_q = q - (lead ? 1 : 0);
-        mmas = 0;
-        const int count = end - first + (lead ? 1 : 0);
-        total = kblocks_of(fold_q, count);
-        fold_stores = !lead;
-        carry = 0.0f;
-        store_bytes = 0;
-        const int co = rt * (FOLD_ROWS / 16) + warp;
-        bias_value = (bias != nullptr && co < out_channels) ? ValueTraits<T>::to_acc(bias[co]) : 0.0f;
         // the row tile's weight: FOLD_ROWS rows of channels_padded, as (row / 8, chunk, row % 8) core matrices
         const int chunks = channels_padded / 8;
         if (raw) {
@@ -496,26 +523,43 @@ struct FoldBlock {
         }
         fence_proxy_async();  // the weight, for the MMAs
         fold_consumers_sync();
-        int q_next = fold_q;  // the column tile multiplied next
-        for (int t = 0; t < count; t += 2) {
-            tile(acc0, acc1, t > 0, q_next >= full_tiles);
-            if (++q_next == tiles_per_row) q_next = 0;
-            if (t + 1 < count) {
-                tile(acc1, acc0, true, q_next >= full_tiles);
-                if (++q_next == tiles_per_row) q_next = 0;
+        const int h = warp / 4, w = warp % 4;
+        const int co_lo = rt * (FOLD_ROWS / 16) + w, co_hi = co_lo + 4;
+        const float bias_lo = (bias != nullptr && co_lo < out_channels) ? ValueTraits<T>::to_acc(bias[co_lo]) : 0.0f;
+        const float bias_hi = (bias != nullptr && co_hi < out_channels) ? ValueTraits<T>::to_acc(bias[co_hi]) : 0.0f;
+        float carry_lo = 0.0f, carry_hi = 0.0f;
+        const int r0 = first - rt * per_row_tile, r1 = end - rt * per_row_tile, mid = fold_split(r0, r1, tiles_per_row);
+        const FoldChain c0 = fold_chain(r0, mid, tiles_per_row), c1 = fold_chain(mid, r1, tiles_per_row);
+        const int counts0 = c0.count, counts1 = c1.count;
+        const int total = kblocks_of(c0.q, c0.count) + kblocks_of(c1.q, c1.count);
+        FoldChain mine = h == 0 ? c0 : c1, other = h == 0 ? c1 : c0;
+        float lo[64], hi[64];  // the accumulators: channels w (rows 16w..) and 4 + w (rows 64 + 16w..)
+        int seq = base;  // the buffers' sequence number of the next tile's first k-block
+        for (int i = 0, mine_count = mine.count; i < mine_count; ++i) {
+            if (h == 1 && i < counts0) {  // chain 0's tile i comes first
+                seq += other.q < full_tiles ? kblocks : 0;
+                other.advance(tiles_per_row);
+            }
+            // the turn: chain 0's tile i follows chain 1's tile i - 1, chain 1's tile i follows chain 0's tile i
+            const bool wait = h == 0 ? (i >= 1 && i - 1 < counts1) : (i < counts0);
+            const bool hand = h == 0 ? (i < counts1) : (i + 1 < counts0);
+            const bool empty = mine.q >= full_tiles;
+            if (wait) fold_turn_wait(h);
+            if (!empty) mma_tile(lo, hi, seq);
+            if (hand) fold_turn_hand(h);
+            wgmma_wait<0>();
+            if (!empty) finish_tile(seq);
+            pin(lo);
+            pin(hi);
+            fold_channel(lo, carry_lo, bias_lo, co_lo, mine.n, mine.q, !mine.lead, empty);
+            fold_channel(hi, carry_hi, bias_hi, co_hi, mine.n, mine.q, !mine.lead, empty);
+            seq += empty ? 0 : kblocks;
+            mine.advance(tiles_per_row);
+            if (h == 0 && i < counts1) {  // chain 1's tile i comes next
+                seq += other.q < full_tiles ? kblocks : 0;
+                other.advance(tiles_per_row);
             }
         }
-        wgmma_wait<0>();
-        if ((count - 1) % 2 == 0) {
-            pin(acc0);
-            fold_tile(acc0);
-        } else {
-            pin(acc1);
-            fold_tile(acc1);
-        }
-#pragma unroll
-        for (int c = 0; c < 4; ++c) store_chunk(c);
-        for (int k = max(total - FOLD_INFLIGHT, 0); k < total; ++k) release(base + k);  // the run's last k-blocks
         base += total;
     }
 };
@@ -554,12 +598,13 @@ __global__ void FOLD_CLUSTER_DIMS __launch_bounds__(FOLD_THREADS + 128, 1)
     b.barriers = shared_address(b.stages + FOLD_STAGES * FOLD_STAGE_BYTES + (FOLD_THREADS / 32) * FOLD_OUT_BYTES);
     b.rank = blockIdx.x & 1;  // 1D clusters of two consecutive blocks
     b.base = 0;
-    b.a_low = ((shared_address(b.weight_tile) + (b.warp / 4) * 8 * (channels_padded * 16)) >> 4) & 0x3FFF;  // warpgroup h: rows 64h..
+    b.a_low = (shared_address(b.weight_tile) >> 4) & 0x3FFF;
+    b.a_half = 8 * (channels_padded * 16) / 16;
     b.b_low = (shared_address(b.stages) >> 4) & 0x3FFF;
     if (threadIdx.x == 0) {
         for (int i = 0; i < FOLD_STAGES; ++i) {
             mbarrier_init(b.barriers + 8 * i, 1);                                          // full: the producer's arrival and the bytes
-            mbarrier_init(b.barriers + 8 * (FOLD_STAGES + i), 2 * (FOLD_THREADS / 32));  // empty: every consumer warp of the cluster
+            mbarrier_init(b.barriers + 8 * (FOLD_STAGES + i), 2 * 4);  // empty: the consumer warps of one warpgroup of each block
         }
         fence_mbarrier_init();
     }
@@ -586,11 +631,10 @@ __global__ void FOLD_CLUSTER_DIMS __launch_bounds__(FOLD_THREADS + 128, 1)
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-        float acc0[64], acc1[64];
         while (u < u_end) {
             const int pair = u / per_row_tile, run_end = min(u_end, (pair + 1) * per_row_tile), rt = 2 * pair + static_cast<int>(b.rank);
             const int first = rt * per_row_tile + (u - pair * per_row_tile);
-            b.run(rt, first, first + (run_end - u), per_row_tile, acc0, acc1);
+            b.run(rt, first, first + (run_end - u), per_row_tile);
             u = run_end;
         }
     }
