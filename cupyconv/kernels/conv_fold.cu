@@ -391,8 +391,8 @@ struct FoldBlock {
     // 0-3) and `hi` (rows 64-127: channels 4-7), its k-blocks the buffers
     // from sequence number `seq` on: each k-block waits for its buffer,
     // releases the one two k-blocks back (its MMAs are done), and issues
-    // 2 x 4 wgmma.m64n128k16.  The last two buffers are released by the
-    // caller once every MMA is done (finish_tile).
+    // 2 x 4 wgmma.m64n128k16.  The caller releases the last two buffers,
+    // each once its MMAs are done.
     template <bool FIRST>
     __device__ __forceinline__ void mma_kblock(float (&lo)[64], float (&hi)[64], int kb, int& stage, unsigned& parity) {
         mbarrier_wait(barriers + 8 * stage, parity);
@@ -424,10 +424,6 @@ struct FoldBlock {
             release_stage(stage >= FOLD_INFLIGHT ? stage - FOLD_INFLIGHT : stage + FOLD_STAGES - FOLD_INFLIGHT);
             mma_kblock<false>(lo, hi, kb, stage, parity);
         }
-    }
-    // The buffers of the tile's last (up to) two k-blocks released (its MMAs are done).
-    __device__ __forceinline__ void finish_tile(int seq) {
-        for (int k = max(kblocks - FOLD_INFLIGHT, 0); k < kblocks; ++k) release_stage((seq + k) % FOLD_STAGES);
     }
     // This warp is done with the k-block in buffer `stage` (lane 0 arrives for it, in both blocks).
     __device__ __forceinline__ void release_stage(int stage) {
@@ -547,8 +543,12 @@ struct FoldBlock {
             if (wait) fold_turn_wait(h);
             if (!empty) mma_tile(lo, hi, seq);
             if (hand) fold_turn_hand(h);
+            if (!empty && kblocks >= 2) {  // the next-to-last k-block's buffer as soon as its MMAs are done
+                wgmma_wait<1>();
+                release_stage((seq + kblocks - 2) % FOLD_STAGES);
+            }
             wgmma_wait<0>();
-            if (!empty) finish_tile(seq);
+            if (!empty) release_stage((seq + kblocks - 1) % FOLD_STAGES);
             pin(lo);
             pin(hi);
             fold_channel(lo, carry_lo, bias_lo, co_lo, mine.n, mine.q, !mine.lead, empty);
