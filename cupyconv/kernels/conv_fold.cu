@@ -265,7 +265,7 @@ struct FoldBlock {
     // across runs)
     int loads, base;
     // the staged row's whole 16-byte vectors, stored a chunk of 512 bytes at
-    // a time (store_chunk) between the next tile's k-blocks: store_bytes
+    // a time (store_chunk), each chunk's loads before its stores: store_bytes
     // (0: nothing to store) from store_src in this warp's staging row to
     // store_dst, in units of store_unit bytes (16, 8 or 4: the largest that
     // both addresses are aligned to; 2: an odd staged offset, read as words
