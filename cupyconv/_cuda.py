@@ -1596,12 +1596,50 @@ class _Bound(NamedTuple):
     shared: int
 
 
+# conv_tiny runs the small forward passes whose output has at most
+# TINY_MAX_OUTPUT elements, each summing at most TINY_MAX_PRODUCTS products
+# on average, in every dtype and mode (FMA in the accumulator type, so
+# float32 "tf32" as accurate as "highest"), with autotuning on or off: one
+# thread an output, no tiles.  conv_gemm's and conv_mma's smallest tiles and
+# depthwise_forward take longer there (H100, remembered calls timed whole:
+# X4 12.9 against 13.0 us, 27.5 against 34.8 at 16384 outputs of 192
+# products, 28.3 against 46.8 at 2400 of 512; perf notes v50).  Both limits
+# are the largest measured.
+TINY_MAX_OUTPUT = 1 << 14
+TINY_MAX_PRODUCTS = 192
+
+
+def _tiny_routed(geometry: Geometry, output_size: int) -> bool:
+    return output_size <= TINY_MAX_OUTPUT and _products_per_output(geometry, "forward") <= TINY_MAX_PRODUCTS
+
+
 @functools.lru_cache(maxsize=1024)
-def _small_forward_launch(geometry: Geometry, dtype: str, index: str, precision: str, device: int, highest: str, min_products: int) -> _Bound:
+def _tiny_plan(geometry: Geometry, dtype: str, index: str) -> _Launch:
+    """conv_tiny's launch: a thread an output element."""
+    batch, _, in_h, in_w = geometry.input_shape4
+    _, channels, out_h, out_w = geometry.output_shape4
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geometry.kernel, geometry.stride, geometry.padding, geometry.dilation
+    scalars = tuple(
+        _i32(v) for v in (batch, geometry.groups, geometry.in_channels_per_group, geometry.out_channels_per_group,
+                          in_h, in_w, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw)
+    )  # fmt: skip
+    blocks = _blocks_for(-(-batch * channels * out_h * out_w // _kernels.TINY_THREADS))
+    return _Launch("conv_tiny.cu", _kernels.tiny_name(dtype, index), blocks, _kernels.TINY_THREADS, scalars)
+
+
+@functools.lru_cache(maxsize=1024)
+def _small_forward_launch(
+    geometry: Geometry, dtype: str, index: str, precision: str, device: int, highest: str, min_products: int, tiny: bool
+) -> _Bound:
     """The one launch of a small forward pass (the decisions of forward() and
-    _gemm() for an output below SMALL_FORWARD_MAX_OUTPUT, without autotuning).
-    `device`, `highest` and `min_products` (FLOAT32_HIGHEST,
-    TF32X3_MIN_PRODUCTS) are part of the key: each changes the answer."""
+    _gemm() for an output below SMALL_FORWARD_MAX_OUTPUT, without autotuning;
+    conv_tiny's with autotuning too).
+    `device`, `highest`, `min_products` and `tiny` (FLOAT32_HIGHEST,
+    TF32X3_MIN_PRODUCTS, _tiny_routed) are part of the key: each changes the
+    answer."""
+    if tiny:
+        plan = _tiny_plan(geometry, dtype, index)
+        return _Bound(_kernel_function(plan), (plan.blocks,), (plan.threads,), plan.scalars, plan.shared)
     if geometry.in_channels_per_group == 1:
         plan, flat = _depthwise_plan(geometry, dtype, index, _multiprocessors())
     else:
@@ -1915,8 +1953,9 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
     run conv_window (see WINDOW_MIN_OUTPUT), float32 "highest" included (as
     3xTF32, FLOAT32_HIGHEST; where the stride is 2 and the dilation a multiple
     of it, its fill, USE_WINDOW_FILL); large problems whose outputs sum few
-    products run conv_direct (DIRECT_MAX_PRODUCTS); others conv_gemm/conv_mma,
-    float32 "highest" on CUDA cores.
+    products run conv_direct (DIRECT_MAX_PRODUCTS); tiny ones conv_tiny
+    (TINY_MAX_OUTPUT); others conv_gemm/conv_mma, float32 "highest" on CUDA
+    cores.
     """
     with x.device:
         # the kernels see pointers only: the output is made in the user's shape
@@ -1927,10 +1966,12 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
         x = cupy.ascontiguousarray(x)
         weight = cupy.ascontiguousarray(weight)
         bias = cupy.ascontiguousarray(bias) if bias is not None else None
-        if y.size < min(SMALL_FORWARD_MAX_OUTPUT, WINDOW_MIN_OUTPUT, PACK_MIN_OUTPUT) and not _autotune.enabled():
+        small = y.size < min(SMALL_FORWARD_MAX_OUTPUT, WINDOW_MIN_OUTPUT, PACK_MIN_OUTPUT)
+        tiny = small and _tiny_routed(geometry, y.size)  # conv_tiny has no tiles to tune
+        if tiny or (small and not _autotune.enabled()):
             index = _kernels.index_type(x.size, y.size, weight.size)
             bound = _small_forward_launch(
-                geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS
+                geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS, tiny
             )  # fmt: skip
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
             if out is None and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made, as a remembered launch takes none

@@ -935,6 +935,13 @@ def direct_layout(geometry: Geometry, tile: DirectTile, dtype: str):
     return best, span, th_max, shared
 
 
+TINY_THREADS = 128  # conv_tiny.cu: threads a block, one output each
+
+
+def tiny_name(dtype: str, index: str) -> str:
+    return f"conv_tiny<{CUDA_TYPE[dtype]}, {index}>"
+
+
 DEPTHWISE_OUTS = 4  # outputs per thread (a warp covers 32 * DEPTHWISE_OUTS of a row)
 DEPTHWISE_THREADS = 256
 # A warp walks up to this many consecutive chunks of 32 * DEPTHWISE_OUTS
@@ -1504,6 +1511,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                     for t in GRAD_WEIGHT_WGMMA_TILES
                     for copy in RESIDENT_COPY_BYTES
                 ]
+            names.append(("conv_tiny.cu", tiny_name(dtype, index)))
             names += [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
             if dtype == "float32":
                 names += [

@@ -291,14 +291,15 @@ TENSOR_CORE_MODES = [m for m in MODES if m[0] != "float64"]
 
 
 def _no_direct(monkeypatch):
-    """Keep conv_direct, grouped_forward and conv_window's fill off, so that
-    the forward pass of a case with few products per output reaches the
-    kernel a test is after."""
+    """Keep conv_direct, grouped_forward, conv_window's fill and conv_tiny
+    off, so that the forward pass of a case with few products per output
+    reaches the kernel a test is after."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "DIRECT_MAX_PRODUCTS", dict.fromkeys(_cuda.DIRECT_MAX_PRODUCTS, -1))
     monkeypatch.setattr(_cuda, "USE_GROUPED_FORWARD", False)
     monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", False)
+    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", 0)
 
 
 def _spy(monkeypatch, name, record):
@@ -2038,6 +2039,7 @@ def depthwise_chunk_runs(monkeypatch):
     from cupyconv import _cuda
 
     monkeypatch.setattr(_kernels, "DEPTHWISE_WARP_CHUNKS", 3)
+    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", 0)  # so that the small cases reach depthwise_forward
     monkeypatch.setattr(_kernels, "DEPTHWISE_MIN_WARPS_PER_SM", 0)
     taken, original = [], _kernels.depthwise_warp_chunks
     monkeypatch.setattr(_kernels, "depthwise_warp_chunks", lambda *args: taken.append(original(*args)) or taken[-1])
@@ -2193,9 +2195,12 @@ def test_direct_weight_pack(dtype):
 def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
     """A small forward pass is planned once per signature: a repeated call
     finds its launch remembered, and gives bitwise the result of the full
-    dispatch (which runs with autotuning on, the remembered launch then off)."""
+    dispatch (which runs with autotuning on, the remembered launch then off).
+    conv_tiny off: it takes the small launch with autotuning on too
+    (test_tiny_routes)."""
     from cupyconv import _api, _autotune, _cuda
 
+    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", 0)
     dtype_name, precision = mode
     dtype = numpy_dtype(dtype_name)
     rng = numpy.random.default_rng(26)
@@ -2325,6 +2330,65 @@ def test_fast_forward_follows_settings(monkeypatch):
     monkeypatch.setattr(_autotune, "enabled", lambda: True)
     monkeypatch.setattr(_cuda, "_pick", lambda family, key, candidates, heuristic, launch: heuristic)
     assert cupy.array_equal(cupyconv.conv_transpose1d(x, w), y) and answered == [False]
+
+
+def _spy_tiny(monkeypatch):
+    """The geometries conv_tiny's plans are made for (a list that fills as
+    calls plan), with the small launches' caches cleared so that each new
+    signature plans afresh."""
+    from cupyconv import _api, _cuda
+
+    made, original = [], _cuda._tiny_plan.__wrapped__
+    monkeypatch.setattr(_cuda, "_tiny_plan", lambda *args: made.append(args[0]) or original(*args))
+    _cuda._small_forward_launch.cache_clear()
+    _api._FAST_FORWARD.clear()
+    return made
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_forward_past_tiny(case, mode, monkeypatch):
+    """The small forward passes on the kernels they take with conv_tiny off
+    (conv_gemm, conv_mma, depthwise_forward)."""
+    from cupyconv import _cuda
+
+    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", 0)
+    made = _spy_tiny(monkeypatch)
+    test_forward(case, mode)
+    assert not made
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_basic", "1d_groups2_s2", "2d_per_axis", "2d_dw_per_axis")], ids=str)
+def test_tiny_routes(case, mode, monkeypatch):
+    """conv_tiny takes the small passes under both of its limits, with
+    autotuning on too (it has no tiles: the same launch, the same bits) and
+    with 64-bit indices; a pass over either limit goes past it."""
+    from cupyconv import _autotune, _cuda
+
+    made = _spy_tiny(monkeypatch)
+    test_forward(case, mode)
+    assert made
+    dtype = numpy_dtype(mode[0])
+    x, w, b = (_to_gpu(a, dtype) for a in case.arrays(numpy.random.default_rng(33), dtype))
+    fn = _ops(case).forward
+    y = fn(x, w, b, **case.kwargs, precision=mode[1])
+    with monkeypatch.context() as m:
+        m.setattr(_autotune, "enabled", lambda: True)
+        m.setattr(_cuda, "_pick", lambda family, key, candidates, heuristic, launch: pytest.fail(f"{family} tuned"))
+        assert cupy.array_equal(fn(x, w, b, **case.kwargs, precision=mode[1]), y)
+    with monkeypatch.context() as m:
+        m.setattr(_kernels, "index_type", lambda *counts: "long long")
+        count = len(made)
+        test_forward(case, mode)
+        assert len(made) == count + 1
+    geometry = _geometry.geometry_of(case.dims, x.shape, w.shape, b.shape, case.stride, case.padding, case.output_padding, case.groups, case.dilation)
+    for name, value in (("TINY_MAX_OUTPUT", y.size - 1), ("TINY_MAX_PRODUCTS", _cuda._products_per_output(geometry, "forward") - 1e-9)):
+        with monkeypatch.context() as m:
+            m.setattr(_cuda, name, value)
+            count = len(made)
+            test_forward(case, mode)
+            assert len(made) == count, name
 
 
 # The remembered forward call (_cuda.USE_REMEMBERED_FORWARD): the bench
