@@ -34,6 +34,8 @@ _launch_kernel = cupy.cuda.driver.launchKernel
 _get_device = cupy.cuda.runtime.getDevice
 _ndarray = cupy.ndarray
 _alloc = cupy.cuda.alloc
+_get_current_stream = cupy.cuda.get_current_stream
+_get_allocator = cupy.cuda.get_allocator
 
 
 def _i32(value: int):
@@ -1648,24 +1650,46 @@ def _small_forward_launch(
     return _Bound(_kernel_function(plan), (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
 
 
+# A remembered small forward call whose output has at most this many bytes
+# allocates the next call's output once its kernel is launched (a spare,
+# allocated while the GPU runs): the allocation (cupy.ndarray, 3.5 us of
+# host time on the H100's host) then no longer stands between the call and
+# its launch.  A spare is used only on the stream and under the allocator it
+# was made with (CuPy's pool hands a block out for the stream that asks), and
+# holds at most this much memory per remembered signature (_api._FAST_FORWARD
+# keeps up to 1024).  0: no spares.
+SPARE_OUTPUT_MAX_BYTES = 1 << 14
+
+
 class _FastForward:
     """A small forward launch that takes only the call's pointers
     (_api._FAST_FORWARD): its arguments packed once (_PackedArguments), the
-    call allocates the output and launches.  It returns None, and the caller
-    takes the checked path, where the current device is not the arrays', a
-    setting of this module or _kernels has changed since (_SETTINGS: the
-    plan read FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS and the size limits), or
-    autotuning is on."""
+    call takes its output (the spare, or a new array) and launches.  It
+    returns None, and the caller takes the checked path, where the current
+    device is not the arrays', a setting of this module or _kernels has
+    changed since (_SETTINGS: the plan read FLOAT32_HIGHEST,
+    TF32X3_MIN_PRODUCTS and the size limits), or autotuning is on."""
 
     def __init__(self, bound: _Bound, shape: tuple, dtype, device: int):
         self.packed = _PackedArguments(bound.function, bound.grid[0], bound.block[0], bound.shared, 4, bound.tail)
         self.shape, self.dtype, self.device, self.settings = shape, dtype, device, _SETTINGS[0]
+        self.keep_spare = math.prod(shape) * numpy.dtype(dtype).itemsize <= SPARE_OUTPUT_MAX_BYTES and not self.packed.maps
+        self.spare = None  # (the next output, the stream and the allocator it was made under)
 
     def __call__(self, x, weight, bias):
         if _get_device() != self.device or _SETTINGS[0] != self.settings or _autotune.enabled():
             return None
-        y = _ndarray(self.shape, self.dtype)
-        self.packed.launch((x, weight, bias, y))
+        if not self.keep_spare:
+            y = _ndarray(self.shape, self.dtype)
+            self.packed.launch((x, weight, bias, y))
+            return y
+        packed, stream, allocator = self.packed, _get_current_stream().ptr, _get_allocator()
+        with packed.lock:
+            spare, self.spare = self.spare, None
+            y = spare[0] if spare is not None and spare[1] == stream and spare[2] is allocator else _ndarray(self.shape, self.dtype)
+            packed.fill(packed.values, 0, x.data.ptr, weight.data.ptr, 0 if bias is None else bias.data.ptr, y.data.ptr)
+            _launch_kernel(packed.pointer, packed.grid, 1, 1, packed.block, 1, 1, packed.shared, stream, packed.params_pointer, 0)
+        self.spare = (_ndarray(self.shape, self.dtype), stream, allocator)
         return y
 
 

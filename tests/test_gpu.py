@@ -2332,6 +2332,66 @@ def test_fast_forward_follows_settings(monkeypatch):
     assert cupy.array_equal(cupyconv.conv_transpose1d(x, w), y) and answered == [False]
 
 
+def test_fast_forward_spare_output(monkeypatch):
+    """A remembered small call launches into the output allocated at the end
+    of the call before it (the spare), where that was made on the same
+    stream under the same allocator; on another stream or under another
+    allocator it allocates afresh.  Every call's output is its own memory,
+    every element written (poisoned memory throughout)."""
+    from cupyconv import _api
+
+    rng = numpy.random.default_rng(31)
+    x = cupy.asarray(rng.standard_normal((2, 4, 9)), dtype=numpy.float32)
+    w = cupy.asarray(rng.standard_normal((4, 3, 3)), dtype=numpy.float32)
+    b = cupy.asarray(rng.standard_normal(3), dtype=numpy.float32)
+    call = lambda: cupyconv.conv_transpose1d(x, w, b, stride=2)
+    _api._FAST_FORWARD.clear()
+    answered = _fast_calls(monkeypatch)
+    with poisoned_allocations():
+        y_checked = call()
+        (fast,) = _api._FAST_FORWARD.values()
+        assert fast.keep_spare and fast.spare is None
+        outputs, spares = [], []
+        for _ in range(3):
+            outputs.append(call())
+            spares.append(fast.spare[0])
+        assert [y is s for y, s in zip(outputs[1:], spares)] == [True, True]  # the spare of the call before
+        assert len({y.data.ptr for y in outputs + [spares[-1], y_checked]}) == 5
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            y_stream = call()
+        stream.synchronize()
+        assert y_stream is not spares[-1]
+        y_default = call()  # the spare was made on `stream`
+        assert y_default is not fast.spare[0] and y_default is not spares[-1]
+        made_under = fast.spare[0]
+    with poisoned_allocations():  # another allocator
+        y_other = call()
+        assert y_other is not made_under
+    assert answered == [True] * 6
+    for y in outputs + [y_stream, y_default, y_other]:
+        assert cupy.array_equal(y, y_checked)
+
+
+def test_fast_forward_without_spare(monkeypatch):
+    """Outputs over SPARE_OUTPUT_MAX_BYTES get no spare: each call allocates
+    its own output before the launch."""
+    from cupyconv import _api, _cuda
+
+    monkeypatch.setattr(_cuda, "SPARE_OUTPUT_MAX_BYTES", 0)
+    rng = numpy.random.default_rng(32)
+    x = cupy.asarray(rng.standard_normal((1, 4, 5)), dtype=numpy.float32)
+    w = cupy.asarray(rng.standard_normal((4, 8, 3)), dtype=numpy.float32)
+    _api._FAST_FORWARD.clear()
+    answered = _fast_calls(monkeypatch)
+    with poisoned_allocations():
+        y_checked = cupyconv.conv_transpose1d(x, w)
+        ys = [cupyconv.conv_transpose1d(x, w) for _ in range(2)]
+    (fast,) = _api._FAST_FORWARD.values()
+    assert not fast.keep_spare and fast.spare is None and answered == [True, True]
+    assert all(cupy.array_equal(y, y_checked) for y in ys)
+
+
 def _spy_tiny(monkeypatch):
     """The geometries conv_tiny's plans are made for (a list that fills as
     calls plan), with the small launches' caches cleared so that each new
