@@ -31,7 +31,8 @@ def _require(kind: str, require: Optional[str]):
 # microseconds on the GPU).  Once a small CuPy call has been validated and
 # planned, its launch is remembered here under everything the validation and
 # the plan read from the call (_fast_key); a later call with the same key goes
-# straight to allocating its output and launching (_cuda._FastForward).
+# straight to its output (a new array, or the one made after the call before
+# had launched) and its launch (_cuda._FastForward).
 # Filled by _cuda, which sets _CUPY_NDARRAY on import.
 _FAST_FORWARD: dict = {}
 _CUPY_NDARRAY = None
