@@ -5,7 +5,7 @@
 # the suite in NVRTC compiles, which one process does one at a time: in one
 # process it ran past 10 minutes, in four shards 4 minutes (perf notes v28);
 # at 2153 tests four shards took 551 s, near the device's 600-s limit a
-# command, and six 353 s (perf notes v48).
+# command, and six 353 s (perf notes v48); at 2325 tests six took 415 s.
 # Each test function's cases stay in one shard (they share compiled kernels);
 # functions are dealt largest first to the shard with the fewest cases.
 # Logs go to $OUT (default ./gpu-logs): shards.txt, suite-K.log; failures and
