@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
-from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype  # noqa: E402
+from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype, round_tf32  # noqa: E402
 from sweep import CASES, relative_error  # noqa: E402
 
 HAVE_CUDA = torch.cuda.is_available()
@@ -107,6 +107,55 @@ def test_forward_and_gradients(case, mode, poisoned, tf32):
     _check(y, oracle, dtype, precision, torch_errors[0], "output")
     for what, grad, grad_oracle, error in zip(("grad_input", "grad_weight", "grad_bias"), grads, oracles, torch_errors[1:]):
         _check(grad, grad_oracle, dtype, precision, error, what)
+
+
+def _second_derivatives(fn, case, x, w, b, gy, directions):
+    """Derivatives in (input, weight, grad_output) of <grad_input, r_x> +
+    <grad_weight, r_w> (+ <grad_bias, r_b>), the first gradients taken with
+    create_graph: every term of the double backward."""
+    y = fn(x, w, b, **case.kwargs)
+    leaves = [t for t in (x, w, b) if t is not None]
+    firsts = torch.autograd.grad(y, leaves, gy, create_graph=True)
+    total = sum((g * r).sum() for g, r in zip(firsts, directions))
+    return torch.autograd.grad(total, [x, w, gy])
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m[0] != "float64"], ids=lambda m: "-".join(m))
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_s3_d2_p2_op1", "1d_depthwise", "1d_unbatched", "1d_vocoder", "1d_wide_channels", "2d_groups_dilation", "2d_wide_channels")], ids=str)
+def test_double_backward_accuracy(case, mode, poisoned, tf32):
+    """Second derivatives (the backward operator's autograd) in each 16- and
+    32-bit mode against torch's own double backward in float64 on the CPU
+    on the same rounded inputs, within twice torch's error on the GPU in the
+    same mode (float64 is compared with torch in test_torch.py)."""
+    dtype, precision = mode
+    tf32(precision == "tf32")
+    rng = numpy.random.default_rng(32)
+    x, w, b = case.arrays(rng, numpy_dtype(dtype))
+    y_shape = exact_forward(case, x, w, b).shape
+
+    def rounded(shape):  # random values the dtype holds exactly
+        return rng.standard_normal(shape).astype(numpy_dtype(dtype)).astype(numpy.float64)
+
+    gy = rounded(y_shape)
+    directions = [rounded(x.shape), rounded(w.shape)] + ([rounded(b.shape)] if b is not None else [])
+    ours, theirs = _functions(case)
+
+    def on_cpu(arrays):  # torch's double backward in float64 on the CPU
+        xc, wc, bc, gc = (None if a is None else torch.from_numpy(a).requires_grad_() for a in arrays[:4])
+        return [d.numpy() for d in _second_derivatives(theirs, case, xc, wc, bc, gc, [torch.from_numpy(r) for r in arrays[4:]])]
+
+    oracles = on_cpu([x, w, b, gy] + directions)
+    results = {}
+    for name, fn in (("ours", ours), ("torch", theirs)):
+        xt, wt, bt, gt = _cuda(x, dtype, True), _cuda(w, dtype, True), _cuda(b, dtype, True), _cuda(gy, dtype, True)
+        results[name] = _second_derivatives(fn, case, xt, wt, bt, gt, [_cuda(r, dtype) for r in directions])
+    torch.cuda.synchronize()
+    torch_errors = [relative_error(d.double().cpu().numpy(), o) for d, o in zip(results["torch"], oracles)]
+    if precision == "tf32":  # every multiplied operand rounded to TF32, all else exact (oracle.ideal_tf32_errors)
+        ideal = on_cpu([round_tf32(a) if a is not None else None for a in [x, w, b, gy] + directions])
+        torch_errors = [max(e, relative_error(i, o)) for e, i, o in zip(torch_errors, ideal, oracles)]
+    for what, got, oracle, error in zip(("input", "weight", "grad_output"), results["ours"], oracles, torch_errors):
+        _check(got, oracle, dtype, precision, error, f"second derivative in {what}")
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_wide_channels", "2d_groups_dilation")], ids=str)

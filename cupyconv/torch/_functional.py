@@ -8,7 +8,9 @@ Layers, outermost first:
   ``torch.backends.cudnn.allow_tf32``, and call the operator.
 * the operator ``cupyconv::conv_transpose`` (a ``torch.library.custom_op`` on
   torch >= 2.4, else ``_Function``) and its backward operator
-  ``cupyconv::conv_transpose_backward``.  Their implementations validate the
+  ``cupyconv::conv_transpose_backward`` (else ``_BackwardFunction``), whose
+  own autograd formula (``_second_order``) is written with the two operators,
+  so gradients of any order work.  Their implementations validate the
   shapes (raising before anything runs), then run cupyconv's kernels on CUDA
   tensors of a supported dtype (``_bridge``) and torch's own operator on
   anything else.
@@ -181,6 +183,41 @@ def _gradients(grads, mask, n_inputs: int):
     return tuple(grad if wanted else None for grad, wanted in zip(grads, mask)) + (None,) * (n_inputs - 3)
 
 
+def _second_order(needs, grad_output, input, weight, arguments, mask, precision, grad_grads, forward, backward):
+    """The backward operator's own gradients (double backward), in terms of
+    the two operators, so that they are differentiable again.
+
+    The backward's outputs are linear in grad_output and each bilinear with
+    the other input: grad_input = A_W^T gy, <grad_weight, V> = <gy, A_V x>,
+    grad_bias = gy summed over all but the channel axis, where A_W is the
+    forward pass with weight W.  With gg_input, gg_weight and gg_bias the
+    gradients arriving at those outputs (None: none arrived, or masked):
+
+    * grad_output's: forward(gg_input, W, bias=gg_bias) + forward(x, gg_weight)
+    * input's: grad_input of the forward pass with weight gg_weight
+    * weight's: grad_weight of the forward pass with input gg_input
+
+    `needs` says which of (grad_output, input, weight) want one."""
+    gg_input, gg_weight, gg_bias = (g if wanted and g is not None else None for g, wanted in zip(grad_grads, mask))
+    d_grad_output = d_input = d_weight = None
+    if needs[0]:
+        terms = []
+        if gg_input is not None:
+            terms.append(forward(gg_input, weight, gg_bias, *arguments, precision))
+        elif gg_bias is not None:
+            dims = len(arguments[0])
+            terms.append(gg_bias.reshape((-1,) + (1,) * dims).expand(grad_output.shape))
+        if gg_weight is not None:
+            terms.append(forward(input, gg_weight, None, *arguments, precision))
+        if terms:
+            d_grad_output = terms[0] if len(terms) == 1 else terms[0] + terms[1]
+    if needs[1] and gg_weight is not None:
+        d_input = backward(grad_output, input, gg_weight, *arguments, [True, False, False], precision)[0]
+    if needs[2] and gg_input is not None:
+        d_weight = backward(grad_output, gg_input, weight, *arguments, [False, True, False], precision)[1]
+    return d_grad_output, d_input, d_weight
+
+
 # --------------------------------------------------------------------------
 # The operators.
 
@@ -217,6 +254,24 @@ if HAS_CUSTOM_OP:
 
     _forward_op.register_autograd(_backward, setup_context=_setup_context)
 
+    def _setup_backward_context(ctx, inputs, output):
+        grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision = inputs
+        ctx.save_for_backward(grad_output, input, weight)
+        ctx.arguments = (stride, padding, output_padding, groups, dilation)
+        ctx.output_mask = tuple(bool(m) for m in output_mask)
+        ctx.precision = precision
+        ctx.set_materialize_grads(False)  # None for an output no gradient reached: its terms are skipped
+
+    def _double_backward(ctx, grad_input_grad, grad_weight_grad, grad_bias_grad):
+        grad_output, input, weight = ctx.saved_tensors
+        grads = _second_order(
+            ctx.needs_input_grad[:3], grad_output, input, weight, ctx.arguments, ctx.output_mask, ctx.precision,
+            (grad_input_grad, grad_weight_grad, grad_bias_grad), _forward_op, _backward_op,
+        )  # fmt: skip
+        return grads + (None,) * 7
+
+    _backward_op.register_autograd(_double_backward, setup_context=_setup_backward_context)
+
 
 class _Function(torch.autograd.Function):
     """The operator for torch < 2.4 (no torch.library.custom_op): the same
@@ -234,8 +289,31 @@ class _Function(torch.autograd.Function):
     def backward(ctx, grad_output):
         input, weight = ctx.saved_tensors
         mask = _output_mask(ctx, ctx.has_bias)
-        grads = _backward_impl(grad_output, input, weight, *ctx.arguments, mask, ctx.precision)
+        grads = _BackwardFunction.apply(grad_output, input, weight, *ctx.arguments, mask, ctx.precision)
         return _gradients(grads, mask, 9)
+
+
+class _BackwardFunction(torch.autograd.Function):
+    """The backward operator for torch < 2.4, differentiable (double
+    backward) as the custom op is."""
+
+    @staticmethod
+    def forward(ctx, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision):
+        ctx.save_for_backward(grad_output, input, weight)
+        ctx.arguments = (stride, padding, output_padding, groups, dilation)
+        ctx.output_mask = tuple(bool(m) for m in output_mask)
+        ctx.precision = precision
+        ctx.set_materialize_grads(False)
+        return _backward_impl(grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision)
+
+    @staticmethod
+    def backward(ctx, grad_input_grad, grad_weight_grad, grad_bias_grad):
+        grad_output, input, weight = ctx.saved_tensors
+        grads = _second_order(
+            ctx.needs_input_grad[:3], grad_output, input, weight, ctx.arguments, ctx.output_mask, ctx.precision,
+            (grad_input_grad, grad_weight_grad, grad_bias_grad), _Function.apply, _BackwardFunction.apply,
+        )  # fmt: skip
+        return grads + (None,) * 7
 
 
 # --------------------------------------------------------------------------
