@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# On a machine with a CUDA GPU: the GPU test files (tests/test_gpu.py,
-# tests/test_torch_gpu.py) with the GPU required, as SHARDS (default 6)
+# On a machine with a CUDA GPU: every GPU test (marked gpu: tests/test_gpu.py,
+# tests/test_torch_gpu.py, and the CUDA cases of tests/test_torch.py and
+# tests/test_autotune.py) with the GPU required, as SHARDS (default 6)
 # pytest processes in parallel on the one GPU.  A cold machine spends most of
 # the suite in NVRTC compiles, which one process does one at a time: in one
 # process it ran past 10 minutes, in four shards 4 minutes (perf notes v28);
@@ -16,9 +17,8 @@ OUT=${OUT:-gpu-logs}
 SHARDS=${SHARDS:-6}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUPYCONV_REQUIRE_GPU=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-FILES=(tests/test_gpu.py tests/test_torch_gpu.py)
 
-python3 -m pytest --collect-only -q -p no:cacheprovider "${FILES[@]}" "$@" >"$OUT/collect.log" 2>&1
+python3 -m pytest --collect-only -q -p no:cacheprovider -m gpu tests "$@" >"$OUT/collect.log" 2>&1
 collect_rc=$?
 if [ "$collect_rc" -ne 0 ]; then
     echo "collection failed (rc=$collect_rc):"; tail -n 20 "$OUT/collect.log"; exit 1
@@ -51,7 +51,7 @@ pids=()
 for ((k = 0; k < SHARDS; k++)); do
     if [ -s "$OUT/shard-$k.txt" ] && [ "$(head -c1 "$OUT/shard-$k.txt")" != $'\n' ]; then
         mapfile -t ids <"$OUT/shard-$k.txt"
-        python3 -m pytest -q -p no:cacheprovider -rf "${ids[@]}" "$@" >"$OUT/suite-$k.log" 2>&1 &
+        python3 -m pytest -q -p no:cacheprovider -rf -m gpu "${ids[@]}" "$@" >"$OUT/suite-$k.log" 2>&1 &
         pids+=("$!:$k")
     fi
 done
