@@ -172,6 +172,45 @@ def test_gradients_are_bitwise_deterministic(case):
             assert torch.equal(a, b_)
 
 
+# (name, dims, batch, in, out, kernel, size, kwargs, the _cuda route whose one
+# pass makes both gradients)
+FUSED_ROUTES = [
+    ("depthwise_1d", 1, 2, 6, 6, (4,), (11,), {"stride": 2, "padding": 1, "groups": 6}, "_depthwise_backward"),
+    ("depthwise_2d", 2, 2, 4, 8, (3, 3), (6, 5), {"stride": 2, "padding": 1, "groups": 4}, "_depthwise_backward"),
+    ("grouped_1d", 1, 2, 16, 8, (3,), (4096,), {"stride": 2, "padding": 1, "groups": 4}, "_grouped_backward"),
+]
+
+
+@pytest.mark.parametrize("wanted", ["input", "weight"])
+@pytest.mark.parametrize("route", FUSED_ROUTES, ids=lambda r: r[0])
+def test_one_gradient_on_the_fused_routes(route, wanted, monkeypatch, poisoned, tf32):
+    """A frozen weight (grad_input alone) or a frozen input (grad_weight
+    alone) on the routes that make both gradients in one pass: the adapter
+    hands them both arrays (it once passed None for the one not wanted, and
+    CuPy's ascontiguousarray(None) crashed the process)."""
+    from cupyconv import _cuda
+
+    _, dims, batch, cin, cout, kernel, size, kwargs, target = route
+    tf32(False)
+    taken = []
+    real = getattr(_cuda, target)
+    monkeypatch.setattr(_cuda, target, lambda *args: taken.append(args[-3:-1]) or real(*args))
+    gen = torch.Generator().manual_seed(33)
+    x = torch.randn((batch, cin) + size, generator=gen, dtype=torch.float64)
+    w = torch.randn((cin, cout // kwargs["groups"]) + kernel, generator=gen, dtype=torch.float64)
+    ours = ct.conv_transpose1d if dims == 1 else ct.conv_transpose2d
+    exact = (F.conv_transpose1d if dims == 1 else F.conv_transpose2d)(x, w, **kwargs)
+    gy = torch.randn(exact.shape, generator=gen, dtype=torch.float64)
+    leaf = x if wanted == "input" else w
+    leaf.requires_grad_()
+    expected = torch.autograd.grad((F.conv_transpose1d if dims == 1 else F.conv_transpose2d)(x, w, **kwargs), leaf, gy)[0]
+    xt, wt = x.detach().float().cuda(), w.detach().float().cuda()
+    (xt if wanted == "input" else wt).requires_grad_()
+    got = torch.autograd.grad(ours(xt, wt, **kwargs), xt if wanted == "input" else wt, gy.float().cuda())[0]
+    assert taken == [(wanted == "input", wanted == "weight")]
+    assert relative_error(got.double().cpu().numpy(), expected.numpy()) < 1e-5
+
+
 def test_runs_on_torchs_current_stream(monkeypatch):
     """Forward and backward launch on the stream torch has current (the
     autograd engine makes the forward's stream current for backward)."""

@@ -115,8 +115,9 @@ def backward(grad_output, input, weight, geometry, output_mask, precision: str):
             _empty(weight.shape, input) if want_weight else None,
             _empty((geometry.out_channels,), input) if want_bias else None,
         )
-        gy = to_cupy(grad_output)
-        x = to_cupy(input) if want_weight else None
-        w = to_cupy(weight) if want_input else None
+        # input and weight both, whichever gradients are wanted: the routes
+        # that make both in one pass (depthwise_backward, grouped_backward)
+        # read the sizes of both and the weight for grad_weight alone
+        gy, x, w = to_cupy(grad_output), to_cupy(input), to_cupy(weight)
         _cuda.backward(gy, x, w, geometry, output_mask, precision, out=tuple(None if g is None else to_cupy(g) for g in grads))
         return grads
