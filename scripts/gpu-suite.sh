@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: every GPU test (marked gpu: tests/test_gpu.py,
 # tests/test_torch_gpu.py, and the CUDA cases of tests/test_torch.py and
-# tests/test_autotune.py) with the GPU required, as SHARDS (default 6)
+# tests/test_autotune.py) with the GPU required, as SHARDS (default 8)
 # pytest processes in parallel on the one GPU.  A cold machine spends most of
 # the suite in NVRTC compiles, which one process does one at a time: in one
 # process it ran past 10 minutes, in four shards 4 minutes (perf notes v28);
@@ -14,7 +14,7 @@
 # pytest (e.g. -x, or -k EXPRESSION to run a subset).
 set -uo pipefail
 OUT=${OUT:-gpu-logs}
-SHARDS=${SHARDS:-6}
+SHARDS=${SHARDS:-8}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUPYCONV_REQUIRE_GPU=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
