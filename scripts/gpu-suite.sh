@@ -6,7 +6,9 @@
 # the suite in NVRTC compiles, which one process does one at a time: in one
 # process it ran past 10 minutes, in four shards 4 minutes (perf notes v28);
 # at 2153 tests four shards took 551 s, near the device's 600-s limit a
-# command, and six 353 s (perf notes v48); at 2325 tests six took 415 s.
+# command, and six 353 s (perf notes v48); at 2325 tests six took 415 s; at
+# 2737 (every test marked gpu) eight took 474 s on a fresh machine, the
+# longest shard 447 s (perf notes v51).
 # Each test function's cases stay in one shard (they share compiled kernels);
 # functions are dealt largest first to the shard with the fewest cases.
 # Logs go to $OUT (default ./gpu-logs): shards.txt, suite-K.log; failures and
