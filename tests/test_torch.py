@@ -236,20 +236,20 @@ def test_non_contiguous_inputs(device, path):
     assert relative_error(y.cpu().numpy(), y_ref.cpu().numpy()) < 1e-13
 
 
-def test_opcheck():
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
     if not hasattr(torch.library, "opcheck"):
         pytest.skip("torch.library.opcheck needs torch >= 2.4")
-    for device in ["cpu"] + (["cuda"] if HAVE_CUDA else []):
-        for case in [c for c in CASES if c.name in ("1d_s2_p1_op1", "1d_unbatched", "2d_per_axis", "2d_groups_dilation")]:
-            x, w, b = _tensors(case, device)
-            n = case.dims
-            as_list = lambda v: list(v) if isinstance(v, tuple) else [v] * n  # noqa: E731
-            args = [as_list(case.stride), as_list(case.padding), as_list(case.output_padding), case.groups, as_list(case.dilation)]
-            torch.library.opcheck(torch.ops.cupyconv.conv_transpose.default, (x, w, b, *args, "highest"))
-            y = F.conv_transpose1d(x, w, b, **case.kwargs) if n == 1 else F.conv_transpose2d(x, w, b, **case.kwargs)
-            gy = torch.randn_like(y).requires_grad_()  # the backward operator is differentiable too
-            for mask in ([True, True, True], [False, True, False]):
-                torch.library.opcheck(torch.ops.cupyconv.conv_transpose_backward.default, (gy, x, w, *args, mask, "highest"))
+    for case in [c for c in CASES if c.name in ("1d_s2_p1_op1", "1d_unbatched", "2d_per_axis", "2d_groups_dilation")]:
+        x, w, b = _tensors(case, device)
+        n = case.dims
+        as_list = lambda v: list(v) if isinstance(v, tuple) else [v] * n  # noqa: E731
+        args = [as_list(case.stride), as_list(case.padding), as_list(case.output_padding), case.groups, as_list(case.dilation)]
+        torch.library.opcheck(torch.ops.cupyconv.conv_transpose.default, (x, w, b, *args, "highest"))
+        y = F.conv_transpose1d(x, w, b, **case.kwargs) if n == 1 else F.conv_transpose2d(x, w, b, **case.kwargs)
+        gy = torch.randn_like(y).requires_grad_()  # the backward operator is differentiable too
+        for mask in ([True, True, True], [False, True, False]):
+            torch.library.opcheck(torch.ops.cupyconv.conv_transpose_backward.default, (gy, x, w, *args, mask, "highest"))
 
 
 # --------------------------------------------------------------------------
