@@ -67,6 +67,15 @@ def test_pack_weight_constants_match_the_host():
     assert int(found["PACK_TILE"]) == _kernels.PACK_TILE and _kernels.PACK_THREADS % _kernels.PACK_TILE == 0
 
 
+def test_conv_tiny_constants_match_the_host():
+    """conv_tiny.cu's launch bounds and grid-stride step are TINY_THREADS a
+    block: the host (_cuda._tiny_plan) must launch blocks of that many."""
+    import re
+
+    found = dict(re.findall(r"constexpr int (TINY_\w+) = (\d+);", _kernels.source("conv_tiny.cu")))
+    assert int(found["TINY_THREADS"]) == _kernels.TINY_THREADS
+
+
 def _compile_sm_90a(filename, names):
     """Compiles `names` from `filename` for sm_90a with ptxas's report:
     (the log, {lowered name: name}); a failed compile fails the test."""
