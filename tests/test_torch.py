@@ -5,8 +5,9 @@ Every test runs on the CPU (where the adapter's operator computes with
 torch's own convolution, so the registration, autograd wiring, fake
 implementation and argument handling are all checked in CI) and, where torch
 sees a GPU, on CUDA (cupyconv's kernels; marked gpu).  Both operator paths
-run: the torch.library custom op and the autograd.Function used on
-torch < 2.4.  Accuracy sweeps on the GPU are in test_torch_gpu.py.
+run: the torch.library custom op and the autograd.Function that plain eager
+calls take (torch < 2.4's operator).  Accuracy sweeps on the GPU are in
+test_torch_gpu.py.
 """
 
 from __future__ import annotations
@@ -39,10 +40,13 @@ PATHS = ["custom_op", "function"]
 
 @pytest.fixture(params=PATHS)
 def path(request, monkeypatch):
-    """Run the test through the custom op, then through the fallback."""
+    """Run the test through the custom op (eager calls too: the eager path
+    off), then through the autograd.Function that plain eager calls take
+    (and torch < 2.4 always)."""
     if request.param == "custom_op" and not _functional.HAS_CUSTOM_OP:
         pytest.skip("torch.library.custom_op needs torch >= 2.4")
     monkeypatch.setattr(_functional, "_use_custom_op", request.param == "custom_op")
+    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", request.param != "custom_op")
     return request.param
 
 
@@ -250,6 +254,61 @@ def test_opcheck(device):
         gy = torch.randn_like(y).requires_grad_()  # the backward operator is differentiable too
         for mask in ([True, True, True], [False, True, False]):
             torch.library.opcheck(torch.ops.cupyconv.conv_transpose_backward.default, (gy, x, w, *args, mask, "highest"))
+
+
+class _Passthrough(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class _FunctionPassthrough(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class _Subclass(torch.Tensor):
+    pass
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_eager_calls_skip_the_operator(device, monkeypatch):
+    """Plain eager calls run the implementation (no gradient wanted) or
+    _Function (one wanted), not the custom op's dispatch; a dispatch or
+    function mode, the profiler, a tensor subclass, vmap, jit tracing or
+    EAGER_FAST_PATH = False take the operator.  Each gives torch's result."""
+    if not _functional.HAS_CUSTOM_OP:
+        pytest.skip("torch < 2.4 has no custom op: every call takes _Function")
+    # the operator holds the implementation it was registered with; the
+    # eager path and _Function call the module's, spied on here
+    eager_calls = []
+    real = _functional._forward_impl
+    monkeypatch.setattr(_functional, "_forward_impl", lambda *a: eager_calls.append(1) or real(*a))
+    x, w, b = (t.detach() for t in _tensors(CASES[0], device))
+    kwargs = CASES[0].kwargs
+    expected = F.conv_transpose1d(x, w, b, **kwargs)
+
+    def run(*tensors):
+        y = ct.conv_transpose1d(*tensors, **kwargs)
+        assert relative_error(y.detach().cpu().numpy(), expected.detach().cpu().numpy()) < 1e-13
+        return y
+
+    run(x, w, b)
+    assert run(x, w.requires_grad_(), b).grad_fn.name() == "_FunctionBackward"
+    with torch.no_grad():
+        assert run(x, w, b).grad_fn is None
+    w.requires_grad_(False)
+    assert len(eager_calls) == 3
+    for context in (_Passthrough(), _FunctionPassthrough(), torch.profiler.profile()):
+        with context:
+            run(x, w, b)
+    run(x.as_subclass(_Subclass), w, b)
+    batched = torch.func.vmap(lambda x: ct.conv_transpose1d(x, w, b, **kwargs))(torch.stack([x, 2 * x]))
+    assert relative_error(batched.cpu().numpy(), torch.stack([expected, 2 * expected - b.reshape(-1, 1)]).cpu().numpy()) < 1e-13
+    traced = torch.jit.trace(lambda x: ct.conv_transpose1d(x, w, b, **kwargs), (x,), check_trace=False)
+    assert "cupyconv::conv_transpose" in str(traced.graph)
+    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", False)
+    run(x, w, b)
+    assert len(eager_calls) == 3
 
 
 # --------------------------------------------------------------------------
