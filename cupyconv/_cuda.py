@@ -329,15 +329,17 @@ class _PackedArguments:
     def launch(self, arrays) -> None:
         self.launch_pointers([0 if array is None else array.data.ptr for array in arrays])
 
-    def launch_pointers(self, pointers) -> None:
+    def launch_pointers(self, pointers, stream=None) -> None:
+        """The launch on these addresses, on `stream` (a cudaStream_t;
+        None: CuPy's current stream)."""
         with self.lock:
             self.fill(self.values, 0, *pointers)
             for map_slot, array in self.maps:
                 if map_slot.written != pointers[array]:
                     map_slot.write(pointers[array])
-            _launch_kernel(
-                self.pointer, self.grid, 1, 1, self.block, 1, 1, self.shared, cupy.cuda.get_current_stream().ptr, self.params_pointer, 0
-            )  # fmt: skip
+            if stream is None:
+                stream = cupy.cuda.get_current_stream().ptr
+            _launch_kernel(self.pointer, self.grid, 1, 1, self.block, 1, 1, self.shared, stream, self.params_pointer, 0)
 
 
 # (id(plan), device) -> (plan, its _PackedArguments): plans are remembered by
@@ -1676,8 +1678,17 @@ class _FastForward:
         self.keep_spare = math.prod(shape) * numpy.dtype(dtype).itemsize <= SPARE_OUTPUT_MAX_BYTES and not self.packed.maps
         self.spare = None  # (the next output, the stream and the allocator it was made under)
 
+    def usable(self) -> bool:
+        return _get_device() == self.device and _SETTINGS[0] == self.settings and not _autotune.enabled()
+
+    def launch_pointers(self, x: int, weight: int, bias: int, y: int, stream: int) -> None:
+        """The launch on raw addresses (bias 0 for none) on `stream`, for
+        a caller that checked usable() and allocated y itself (the torch
+        adapter, with torch's tensors and current stream)."""
+        self.packed.launch_pointers((x, weight, bias, y), stream)
+
     def __call__(self, x, weight, bias):
-        if _get_device() != self.device or _SETTINGS[0] != self.settings or _autotune.enabled():
+        if _get_device() != self.device or _SETTINGS[0] != self.settings or _autotune.enabled():  # (usable(), inline)
             return None
         if not self.keep_spare:
             y = _ndarray(self.shape, self.dtype)
@@ -1769,6 +1780,15 @@ class _Recorder(cupy.cuda.MemoryHook):
         return super().__exit__(*args)
 
 
+def note_allocation(pointer: int, size: int) -> None:
+    """Tells the call being recorded on this thread, if any, of memory that
+    an allocator other than CuPy's pool handed out (the torch adapter's: CuPy's
+    memory hooks see the pool's alone), so that its launches can be replayed."""
+    recorder = _RECORDING.recorder
+    if recorder is not None:
+        recorder.allocations.append((pointer, size, len(recorder.launches)))
+
+
 def _alignment(arrays) -> tuple:
     """Where the arrays sit within 256 bytes (routes read inputs with
     16-byte loads where they are aligned so)."""
@@ -1821,6 +1841,13 @@ class _Replay:
 
         self.plan = tuple((packed, making(fresh), tuple(reference(slot) for slot in slots)) for (packed, slots), fresh in zip(steps, self.fresh))
         self.after = making(self.rest)
+        # launch_raw's temporaries: one block, each at a 512-byte boundary (as
+        # CuPy's pool and torch's allocator place allocations)
+        offsets, end = [], 0
+        for size in temporaries:
+            offsets.append(end)
+            end += -(-max(size, 1) // 512) * 512
+        self.raw_temporaries = (inputs + len(outputs), tuple(offsets), end)  # (the first's index in a call's pointers, offsets, bytes)
 
     def run(self, inputs, poison: bool = False):
         """The launches on `inputs` (no checks); with `poison`, each output
@@ -1854,6 +1881,38 @@ class _Replay:
             if poison and a.nbytes:
                 a.data.memset_async(255, a.nbytes)
         return outputs
+
+    def launch_raw(self, inputs, outputs, allocate, stream: int) -> bool:
+        """The launches on raw addresses, for a caller with no CuPy arrays
+        (the torch adapter): `inputs` (0 for None), `outputs` (the caller's
+        memory, 0 where the recorded call returned None), the temporaries in
+        one block from `allocate(size)` (its address; the caller keeps the
+        memory until the launches are queued), on `stream`.  False, with
+        nothing launched, where __call__ would return None or an output is
+        not aligned as a whole allocation is."""
+        if _SETTINGS[0] != self.settings or _autotune.enabled() != self.autotune:  # as in __call__
+            self.table.pop(self.key, None)
+            _REMEMBER_SEEN.pop(self.key, None)
+            return False
+        if _get_device() != self.device:
+            return False
+        pointers = self.blank[:]
+        for k, (pointer, alignment) in enumerate(zip(inputs, self.alignment)):
+            if (pointer == 0) != (alignment is None) or (pointer and pointer % 256 != alignment):
+                return False
+            pointers[k] = pointer
+        for k, pointer in enumerate(outputs, start=len(self.alignment)):
+            if pointer % 256:
+                return False
+            pointers[k] = pointer
+        first, offsets, size = self.raw_temporaries
+        if size:
+            block = allocate(size)
+            for k, offset in enumerate(offsets, start=first):
+                pointers[k] = block + offset
+        for packed, _, references in self.plan:
+            packed.launch_pointers([pointers[at] + offset for at, offset in references], stream)
+        return True
 
     def __call__(self, *inputs):
         # run(inputs) with the checks of a remembered call, its pointers read
@@ -1966,9 +2025,12 @@ def _remember(key, table: dict, run, inputs):
     return outputs
 
 
-def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None):
+def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None, remember_small=None):
     """conv_transpose on CuPy arrays; returns the output in the user's shape
-    (written into `out` when given).
+    (written into `out` when given).  A call with `fast_key` may be
+    remembered (_api._FAST_FORWARD); one into `out` that runs as one small
+    launch on the arrays as given hands `remember_small` its _FastForward
+    (the torch adapter's remembered calls).
 
     float16 and bfloat16, and float32 with precision "tf32", run on tensor
     cores (sm_80 and later); float64 on CUDA cores.  16-bit passes of stride
@@ -2000,8 +2062,11 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                 geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS, tiny
             )  # fmt: skip
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
-            if out is None and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made, as a remembered launch takes none
-                _remember_fast(fast_key, bound, y)
+            if all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made, as a remembered launch takes none
+                if out is None:
+                    _remember_fast(fast_key, bound, y)
+                elif remember_small is not None:
+                    remember_small(_FastForward(bound, y.shape, y.dtype, y.data.device_id))
         else:
             x4, y4 = x.reshape(geometry.input_shape4), y.reshape(geometry.output_shape4)
 
@@ -2025,7 +2090,9 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
         return y
 
 
-def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out=(None, None, None), fast_key=None):
+def backward(
+    grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out=(None, None, None), fast_key=None, remember_into=None
+):
     """(grad_input, grad_weight, grad_bias) on CuPy arrays, None where masked;
     each written into the matching entry of `out` when that is given.
 
@@ -2051,14 +2118,17 @@ def backward(grad_output, x, weight, geometry: Geometry, output_mask, precision:
     phase of grad_output).  float32 "highest" runs the taps kernels,
     conv_window and grad_weight_phase as 3xTF32, the other kernels on CUDA
     cores.  grad_bias is its own split reduction.  A call with `fast_key`
-    (_api._fast_backward_key) may be remembered (USE_REMEMBERED_BACKWARD)."""
+    (_api._fast_backward_key) may be remembered (USE_REMEMBERED_BACKWARD)
+    into _api._FAST_BACKWARD, or with `out` into `remember_into` (the torch
+    adapter's table, whose replays launch into its tensors: _Replay.launch_raw)."""
     remember = (
-        USE_REMEMBERED_BACKWARD and fast_key is not None and not any(o is not None for o in out)
+        USE_REMEMBERED_BACKWARD and fast_key is not None and (remember_into is not None or not any(o is not None for o in out))
         and grad_output.flags.c_contiguous and x.flags.c_contiguous and weight.flags.c_contiguous
     )  # fmt: skip
     with grad_output.device:
         if remember:  # no copies are made of contiguous inputs
-            return tuple(_remember(fast_key, _api._FAST_BACKWARD, lambda: _backward(grad_output, x, weight, geometry, output_mask, precision, out), (grad_output, x, weight)))
+            table = _api._FAST_BACKWARD if remember_into is None else remember_into
+            return tuple(_remember(fast_key, table, lambda: _backward(grad_output, x, weight, geometry, output_mask, precision, out), (grad_output, x, weight)))
         return _backward(grad_output, x, weight, geometry, output_mask, precision, out)
 
 

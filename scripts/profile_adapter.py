@@ -56,7 +56,8 @@ steps = {
     "adapter forward, with grad (autograd node)": lambda: ct.conv_transpose1d(x, w, b),
     "  op call (torch.ops), no grad": lambda: torch.ops.cupyconv.conv_transpose(xd, wd, bd, *args, "highest"),
     "  _forward_impl": lambda: _functional._forward_impl(xd, wd, bd, *args, "highest"),
-    "  _bridge.forward": lambda: _bridge.forward(xd, wd, bd, geometry, "highest"),
+    "  _bridge.forward (remembered launch)": lambda: _bridge.forward(xd, wd, bd, geometry, "highest"),
+    "  _bridge.forward, checked": lambda: (_bridge._FAST_FORWARD.clear(), _bridge.forward(xd, wd, bd, geometry, "highest")),
     "  make_geometry": lambda: _geometry.make_geometry(1, (1, 4, 5), (4, 8, 3), (8,), (1,), (0,), (0,), 1, (1,)),
     "  to_cupy x3": lambda: (_bridge.to_cupy(xd), _bridge.to_cupy(wd), _bridge.to_cupy(bd)),
     "  _on_torch_stream enter/exit": lambda: _enter_exit(),
@@ -75,25 +76,28 @@ steps = {
 }
 
 
-def _fallback(fn):
-    """Run fn through the autograd.Function path (torch < 2.4's)."""
+def _through_operator(fn):
+    """Run fn through the custom op (the eager path off: what torch.compile
+    and dispatch modes take, and every call before perf notes v52)."""
 
     def run():
-        _functional._use_custom_op = False
+        _functional.EAGER_FAST_PATH = False
         try:
             return fn()
         finally:
-            _functional._use_custom_op = True
+            _functional.EAGER_FAST_PATH = True
 
     return run
 
 
-steps["adapter forward+backward (autograd), Function path"] = _fallback(steps["adapter forward+backward (autograd)"])
-steps["adapter forward, no grad, Function path"] = _fallback(steps["adapter forward, no grad"])
-_functional._use_custom_op = False
-y_function = ct.conv_transpose1d(x, w, b)
-_functional._use_custom_op = True
-steps["adapter backward alone (autograd, retained graph), Function path"] = lambda: torch.autograd.backward(y_function, gy, retain_graph=True)
+for name in ("adapter forward+backward (autograd)", "adapter forward, no grad", "adapter forward, with grad (autograd node)"):
+    steps[name + ", through the operator"] = _through_operator(steps[name])
+_functional.EAGER_FAST_PATH = False
+y_operator = ct.conv_transpose1d(x, w, b)
+_functional.EAGER_FAST_PATH = True
+steps["adapter backward alone (autograd, retained graph), through the operator"] = lambda: torch.autograd.backward(
+    y_operator, gy, retain_graph=True
+)
 
 for name, fn in steps.items():
     if "autograd" in name or "with grad" in name:

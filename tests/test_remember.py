@@ -110,10 +110,11 @@ class _Launches:
     """A _PackedArguments stand-in: the pointers of each launch."""
 
     def __init__(self):
-        self.calls = []
+        self.calls, self.streams = [], []
 
-    def launch_pointers(self, pointers):
+    def launch_pointers(self, pointers, stream=None):
         self.calls.append(list(pointers))
+        self.streams.append(stream)
 
 
 def _replaying(monkeypatch):
@@ -176,6 +177,62 @@ def test_replay_call_of_a_backward_call(monkeypatch):
     assert a.calls == [[gy.data.ptr, W.data.ptr, made[0]]]
     assert [g is None or g.data.ptr for g in grads] == [made[0], True, made[1]]
     assert (grads[2].shape, grads[2].dtype) == (gw.shape, gw.dtype)
+
+
+def test_replay_launch_raw(monkeypatch):
+    """launch_raw (the torch adapter's replays) gives each launch the
+    caller's addresses: inputs at their recorded offsets, the outputs it was
+    handed, its workspaces in one block from its allocator (each at a
+    512-byte boundary), all on the stream it names.  An input off its recorded
+    alignment, a null input where the recording had one (or the reverse), an
+    output off a 256-byte boundary, another device or other settings launch
+    nothing and return False (other settings also drop the replay)."""
+    gy, gi, gw = _array(0x60000, 65536), _array(0x70000, 4096, shape=(2, 4, 128)), _array(0x80000, 1024, shape=(4, 8, 8))
+    workspace, small = _array(0x90000, 2000), _array(0xA0000, 100)
+    a, b = _Launches(), _Launches()
+    recorder = _recorder(
+        [(a, (_array(gy.data.ptr + 512, 8), W, gi, small)), (b, (X, workspace, gw, _array(small.data.ptr + 16, 8)))],
+        [(0xA0000, 100, 0), (0x90000, 2000, 1)],
+    )
+    table = {}
+    replay = _cuda._replay_of("key", table, recorder, (gy, X, W), (gi, gw, None), settings=0)
+    table["key"] = replay
+    _replaying(monkeypatch)
+    replay.settings = _cuda._SETTINGS[0]
+    allocated = []
+
+    def allocate(size):
+        allocated.append(size)
+        return 0xE00000 + 0x1000 * len(allocated)
+
+    inputs, outputs = (0x1000000, 0x2000000, 0x3000000), (0x4000000, 0x5000000, 0)
+    assert replay.launch_raw(inputs, outputs, allocate, 99)
+    assert allocated == [512 + 2048]  # the small one first (first taken), then the workspace
+    assert a.calls == [[inputs[0] + 512, inputs[2], outputs[0], 0xE01000]] and a.streams == [99]
+    assert b.calls == [[inputs[1], 0xE01000 + 512, outputs[1], 0xE01000 + 16]] and b.streams == [99]
+    for bad_inputs, bad_outputs in (
+        ((0x1000010, 0x2000000, 0x3000000), outputs),
+        ((0x1000000, 0, 0x3000000), outputs),
+        (inputs, (0x4000000, 0x5000008, 0)),
+    ):
+        assert not replay.launch_raw(bad_inputs, bad_outputs, allocate, 99)
+    monkeypatch.setattr(_cuda, "_get_device", lambda: 1)
+    replay.settings = _cuda._SETTINGS[0]
+    assert not replay.launch_raw(inputs, outputs, allocate, 99)
+    assert len(a.calls) == 1 and len(b.calls) == 1 and len(allocated) == 1 and table == {"key": replay}
+    monkeypatch.setattr(_cuda, "_get_device", lambda: 0)  # (moves the settings on)
+    assert not replay.launch_raw(inputs, outputs, allocate, 99) and not table and len(a.calls) == 1
+
+
+def test_allocations_from_another_allocator_are_recorded():
+    """note_allocation (the torch adapter's allocator) adds to the recording
+    of the call running on this thread, after the launches made so far, and
+    does nothing where none is being recorded."""
+    _cuda.note_allocation(0x5000, 64)
+    with _cuda._Recorder() as recorder:
+        recorder.launches.append(object())
+        _cuda.note_allocation(0x6000, 128)
+    assert recorder.allocations == [(0x6000, 128, 1)]
 
 
 @pytest.mark.parametrize(

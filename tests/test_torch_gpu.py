@@ -39,20 +39,17 @@ if HAVE_CUDA:
 def poisoned(monkeypatch):
     """Fill every output and workspace the adapter allocates with 0xFF bytes
     (NaN in every float dtype) on the current stream."""
-    allocate, empty = _bridge._torch_malloc, _bridge._empty
+    scratch, empty = _bridge._scratch, _bridge._empty
 
-    def poisoned_malloc(device, size):
-        memory = allocate(device, size)
-        if size:
-            cupy.cuda.runtime.memsetAsync(memory.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
-        return memory
+    def poisoned_scratch(device, size):  # workspaces, through CuPy's allocator or a remembered call's
+        return scratch(device, size).fill_(0xFF)
 
     def poisoned_empty(shape, like):
         tensor = empty(shape, like)
         tensor.view(torch.uint8).fill_(0xFF)
         return tensor
 
-    monkeypatch.setattr(_bridge, "_torch_malloc", poisoned_malloc)
+    monkeypatch.setattr(_bridge, "_scratch", poisoned_scratch)
     monkeypatch.setattr(_bridge, "_empty", poisoned_empty)
 
 
@@ -217,6 +214,7 @@ def test_runs_on_torchs_current_stream(monkeypatch):
     autograd engine makes the forward's stream current for backward)."""
     from cupyconv import _cuda
 
+    monkeypatch.setattr(_bridge, "_FAST_FORWARD", {})  # the forward pass checked, not a remembered launch
     seen = []
     for name in ("forward", "backward"):
         real = getattr(_cuda, name)
@@ -236,6 +234,108 @@ def test_runs_on_torchs_current_stream(monkeypatch):
     stream.synchronize()
     assert seen == [("forward", stream.cuda_stream, 0), ("backward", stream.cuda_stream, 0)]
     assert torch.cuda.current_stream().cuda_stream != stream.cuda_stream
+
+
+SMALL_FORWARDS = {
+    "tiny": ((2, 4, 9), (4, 6, 3)),  # conv_tiny
+    "gemm": ((1, 64, 6), (64, 8, 4)),  # 256 products an output: past conv_tiny, a small GEMM tile
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("route", SMALL_FORWARDS)
+def test_remembered_small_forward(route, dtype, monkeypatch, poisoned, tf32):
+    """A small forward pass (one launch) is checked once, then launched on the
+    tensors' addresses (_bridge._FAST_FORWARD): on torch's current stream,
+    into a torch tensor (poisoned), bit for bit the checked call's output.
+    A call without the bias, with a non-contiguous input, or after a setting
+    changed takes the checked path."""
+    from cupyconv import _cuda
+
+    tf32(False)
+    checked, streams = [], []
+    check, launch = _cuda.forward, _cuda._launch_kernel
+    monkeypatch.setattr(_cuda, "forward", lambda *a, **k: checked.append(1) or check(*a, **k))
+    monkeypatch.setattr(_cuda, "_launch_kernel", lambda *a: streams.append(a[8]) or launch(*a))
+    monkeypatch.setattr(_bridge, "_FAST_FORWARD", {})
+    x_shape, w_shape = SMALL_FORWARDS[route]
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x, w, b = (torch.randn(shape, device="cuda", generator=generator).to(getattr(torch, dtype)) for shape in (x_shape, w_shape, w_shape[1:2]))
+    first = ct.conv_transpose1d(x, w, b, stride=2)
+    assert len(checked) == 1 and len(_bridge._FAST_FORWARD) == 1
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        streams.clear()
+        second = ct.conv_transpose1d(x, w, b, stride=2)
+    stream.synchronize()
+    assert len(checked) == 1 and streams == [stream.cuda_stream]
+    assert not torch.isnan(first).any() and torch.equal(first, second)
+    expected = F.conv_transpose1d(x.double(), w.double(), b.double(), stride=2)
+    assert relative_error(second.double().cpu().numpy(), expected.cpu().numpy()) < 1e-2
+    ct.conv_transpose1d(x, w, None, stride=2)
+    assert len(checked) == 2 and len(_bridge._FAST_FORWARD) == 2
+    strided = x.transpose(1, 2).contiguous().transpose(1, 2)
+    assert not strided.is_contiguous() and torch.equal(ct.conv_transpose1d(strided, w, b, stride=2), first)
+    assert len(checked) == 3 and len(_bridge._FAST_FORWARD) == 2
+    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", _cuda.TINY_MAX_OUTPUT)  # any setting: the remembered launches are stale
+    assert torch.equal(ct.conv_transpose1d(x, w, b, stride=2), first) and len(checked) == 4
+
+
+BACKWARDS = {
+    "tiny": ((2, 4, 9), (4, 6, 3), {"stride": 2}),
+    "gemm": ((4, 32, 64), (32, 16, 4), {"stride": 2, "padding": 1}),  # grad_weight split over blocks: a workspace
+    "depthwise": ((2, 8, 40), (8, 1, 4), {"stride": 2, "groups": 8}),  # depthwise_backward: both in one pass
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("route", BACKWARDS)
+def test_remembered_backward(route, dtype, monkeypatch, poisoned, tf32):
+    """A backward pass through the adapter is checked on a signature's first
+    three calls (the second recorded, the third checking the recording) and
+    replayed from the fourth on the tensors' addresses
+    (_bridge._FAST_BACKWARD), workspaces from torch's allocator (poisoned),
+    on the stream autograd makes current: bit for bit the checked calls'
+    gradients.  Another output mask is another signature."""
+    from cupyconv import _cuda
+
+    tf32(False)
+    checked, streams = [], []
+    check, launch = _cuda.backward, _cuda._launch_kernel
+    monkeypatch.setattr(_cuda, "backward", lambda *a, **k: checked.append(1) or check(*a, **k))
+    monkeypatch.setattr(_cuda, "_launch_kernel", lambda *a: streams.append(a[8]) or launch(*a))
+    monkeypatch.setattr(_bridge, "_FAST_BACKWARD", {})
+    monkeypatch.setattr(_cuda, "_REMEMBER_SEEN", {})  # (a key another test counted would not be recorded again)
+    x_shape, w_shape, kwargs = BACKWARDS[route]
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x, w, b = (torch.randn(shape, device="cuda", generator=generator).to(getattr(torch, dtype)) for shape in (x_shape, w_shape, (w_shape[1] * kwargs.get("groups", 1),)))
+    gy = torch.randn(ct.conv_transpose1d(x, w, b, **kwargs).shape, device="cuda", generator=generator).to(x.dtype)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    leaves = [t.requires_grad_() for t in (x, w, b)]
+    results = []
+    for call in range(5):
+        with torch.cuda.stream(stream):
+            streams.clear()
+            results.append(torch.autograd.grad(ct.conv_transpose1d(x, w, b, **kwargs), leaves, gy))
+        stream.synchronize()
+        assert len(checked) == min(call + 1, 3)
+        assert set(streams) == {stream.cuda_stream}
+    (replay,) = _bridge._FAST_BACKWARD.values()
+    assert route != "gemm" or replay.temporaries  # a workspace made by the replay
+    for grads in results:
+        for grad, first in zip(grads, results[0]):
+            assert not torch.isnan(grad).any() and torch.equal(grad, first)
+    exact = [t.detach().double().requires_grad_() for t in leaves]  # (the oracle's own leaves: float64 gradients)
+    expected = torch.autograd.grad(F.conv_transpose1d(*exact, **kwargs), exact, gy.double())
+    for grad, reference in zip(results[-1], expected):
+        assert relative_error(grad.double().cpu().numpy(), reference.cpu().numpy()) < 1e-2
+    x.requires_grad_(False)
+    grad_weights = [torch.autograd.grad(ct.conv_transpose1d(x, w, None, **kwargs), [w], gy)[0] for _ in range(4)]
+    assert len(checked) == 6 and len(_bridge._FAST_BACKWARD) == 2
+    assert all(not torch.isnan(g).any() and torch.equal(g, grad_weights[0]) for g in grad_weights)
+    assert relative_error(grad_weights[-1].double().cpu().numpy(), expected[1].cpu().numpy()) < 1e-2
 
 
 def test_waits_for_work_queued_before_it_on_the_stream(tf32):
@@ -288,6 +388,8 @@ def test_second_gpu(tf32):
         w = torch.randn(4, 3, 3, device="cuda:1", requires_grad=True)
         y = ct.conv_transpose1d(x, w, stride=2)
         assert y.device == torch.device("cuda:1")
+        # the second call finds the first's remembered launch, made on device 1
+        assert torch.equal(ct.conv_transpose1d(x.detach(), w.detach(), stride=2), y)
         y.sum().backward()
         assert x.grad.device == torch.device("cuda:1")
         expected = F.conv_transpose1d(x.detach().cpu().double(), w.detach().cpu().double(), stride=2)

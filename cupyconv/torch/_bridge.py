@@ -46,10 +46,18 @@ def _cupy_stream(pointer: int, device_index: int):
     return cupy.cuda.ExternalStream(pointer, device_index)
 
 
+def _scratch(device: torch.device, size: int) -> torch.Tensor:
+    """`size` bytes of workspace from torch's caching allocator, on torch's
+    current stream."""
+    return torch.empty(size, dtype=torch.uint8, device=device)
+
+
 def _torch_malloc(device: torch.device, size: int):
     """A CuPy allocator drawing from torch's caching allocator: a uint8 tensor,
-    kept alive by the CuPy memory that wraps it, on torch's current stream."""
-    block = torch.empty(size, dtype=torch.uint8, device=device)
+    kept alive by the CuPy memory that wraps it.  A call being recorded
+    (_cuda's remembered calls) is told of it, as CuPy's pool would tell it."""
+    block = _scratch(device, size)
+    _cuda.note_allocation(block.data_ptr(), size)
     memory = cupy.cuda.UnownedMemory(block.data_ptr(), size, block, device_id=device.index)
     return cupy.cuda.MemoryPointer(memory, 0)
 
@@ -97,18 +105,74 @@ def _empty(shape, like: torch.Tensor) -> torch.Tensor:
     return torch.empty(shape, dtype=like.dtype, device=like.device)
 
 
+# Remembered calls, as in cupyconv's own (_cuda.USE_REMEMBERED_FORWARD): a
+# call with contiguous tensors whose launches are remembered runs them on
+# the tensors' addresses, on torch's current stream, into tensors (and
+# workspaces) from torch's allocator, with no DLPack exchange and no change of
+# CuPy's device, stream or allocator (most of an X4-sized call's host time
+# before, perf notes v52).  Keys: (geometry, dtype, device index, precision,
+# and whether a bias is given or the output mask); the geometry is the one
+# _geometry.geometry_of made for the call's shapes and arguments.
+# Forward: small passes that run as one launch (_cuda's small route), taken
+# from the first call (a _cuda._FastForward).  Backward: every route
+# _cuda.backward can record, recorded on a signature's second call, checked
+# bit for bit on its third, replayed from its fourth (a _cuda._Replay).
+_FAST_FORWARD: dict = {}
+_FAST_BACKWARD: dict = {}
+
+
+def _contiguous(a, b, c) -> bool:
+    return a.is_contiguous() and b.is_contiguous() and (c is None or c.is_contiguous())
+
+
 def forward(input, weight, bias, geometry, precision: str) -> torch.Tensor:
+    device = input.get_device()
+    key = (geometry, input.dtype, device, precision, bias is None)
+    fast = _FAST_FORWARD.get(key)
+    if fast is not None and fast.usable() and _contiguous(input, weight, bias):
+        output = _empty(geometry.output_shape, input)
+        bias_pointer = 0 if bias is None else bias.data_ptr()
+        fast.launch_pointers(input.data_ptr(), weight.data_ptr(), bias_pointer, output.data_ptr(), _current_stream(device))
+        return output
+    remember = None
+    if _contiguous(input, weight, bias):
+
+        def remember(fast):
+            if len(_FAST_FORWARD) >= 1024:
+                _FAST_FORWARD.clear()
+            _FAST_FORWARD[key] = fast
+
     with _on_torch_stream(input.device):
         # The output is an ordinary torch tensor that the kernels write into.
         output = _empty(geometry.output_shape, input)
         x, w = to_cupy(input), to_cupy(weight)
         b = None if bias is None else to_cupy(bias)
-        _cuda.forward(x, w, b, geometry, precision, out=to_cupy(output))
+        _cuda.forward(x, w, b, geometry, precision, out=to_cupy(output), remember_small=remember)
         return output
 
 
 def backward(grad_output, input, weight, geometry, output_mask, precision: str):
     want_input, want_weight, want_bias = output_mask
+    device = input.get_device()
+    key = (geometry, input.dtype, device, precision, output_mask)
+    contiguous = _contiguous(grad_output, input, weight)
+    replay = _FAST_BACKWARD.get(key)
+    if replay is not None and contiguous:
+        grads = (
+            _empty(input.shape, input) if want_input else None,
+            _empty(weight.shape, input) if want_weight else None,
+            _empty((geometry.out_channels,), input) if want_bias else None,
+        )
+        workspaces = []  # kept until the launches are queued
+
+        def allocate(size: int) -> int:
+            workspaces.append(_scratch(input.device, size))
+            return workspaces[-1].data_ptr()
+
+        inputs = (grad_output.data_ptr(), input.data_ptr(), weight.data_ptr())
+        outputs = tuple(0 if g is None else g.data_ptr() for g in grads)
+        if replay.launch_raw(inputs, outputs, allocate, _current_stream(device)):
+            return grads
     with _on_torch_stream(input.device):
         grads = (
             _empty(input.shape, input) if want_input else None,
@@ -119,5 +183,6 @@ def backward(grad_output, input, weight, geometry, output_mask, precision: str):
         # that make both in one pass (depthwise_backward, grouped_backward)
         # read the sizes of both and the weight for grad_weight alone
         gy, x, w = to_cupy(grad_output), to_cupy(input), to_cupy(weight)
-        _cuda.backward(gy, x, w, geometry, output_mask, precision, out=tuple(None if g is None else to_cupy(g) for g in grads))
+        out = tuple(None if g is None else to_cupy(g) for g in grads)
+        _cuda.backward(gy, x, w, geometry, output_mask, precision, out=out, fast_key=key if contiguous else None, remember_into=_FAST_BACKWARD)
         return grads
