@@ -1990,7 +1990,12 @@ def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings:
 def _remember(key, table: dict, run, inputs):
     """Runs `run()` (the checked path; it returns the call's outputs),
     recording it or checking a recording of `key` on the calls where that is
-    due, into `table` (see USE_REMEMBERED_FORWARD).  Returns the outputs."""
+    due, into `table` (see USE_REMEMBERED_FORWARD).  Returns the outputs.
+    A call on a stream being captured into a CUDA graph (torch.cuda.graph,
+    CuPy's begin_capture) only runs: checking a recording waits for the GPU,
+    which a capture forbids, so the calls before and after it count."""
+    if _get_current_stream().is_capturing():
+        return run()
     seen = _REMEMBER_SEEN.get(key, 0)
     if len(_REMEMBER_SEEN) >= 1024:
         _REMEMBER_SEEN.clear()

@@ -307,10 +307,26 @@ def test_a_call_that_tuned_is_not_recorded(monkeypatch):
         return (Y,)
 
     monkeypatch.setattr(_cuda, "_tuned", {})
+    monkeypatch.setattr(_cuda, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: False))
     monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 1)
     table = {}
     assert _cuda._remember("k", table, run, (X, W, None)) == (Y,)
     assert _cuda._REMEMBER_SEEN["k"] == 1 and "k" not in _cuda._REMEMBER_CANDIDATES and not table
+
+
+@pytest.mark.parametrize("seen", [0, 1, 2])
+def test_a_call_being_captured_is_not_counted(monkeypatch, seen):
+    """On a stream being captured into a CUDA graph a call runs the checked
+    path alone: it neither records, nor checks a recording (which waits for
+    the GPU), nor counts."""
+    calls = []
+    monkeypatch.setattr(_cuda, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: True))
+    monkeypatch.setattr(_cuda, "_Recorder", None)  # a recording would fail
+    if seen:
+        monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", seen)
+    table = {}
+    assert _cuda._remember("k", table, lambda: calls.append(1) or (Y,), (X, W, None)) == (Y,)
+    assert calls == [1] and _cuda._REMEMBER_SEEN.get("k", 0) == seen and not table
 
 
 def test_packed_arguments_fill_the_pointer_slots(monkeypatch):

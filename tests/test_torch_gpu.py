@@ -338,6 +338,53 @@ def test_remembered_backward(route, dtype, monkeypatch, poisoned, tf32):
     assert relative_error(grad_weights[-1].double().cpu().numpy(), expected[1].cpu().numpy()) < 1e-2
 
 
+@pytest.mark.parametrize("warmup", [1, 2, 3, 4])
+def test_cuda_graph_capture(warmup, monkeypatch, tf32):
+    """Forward and backward through the adapter captured in a CUDA graph
+    (torch.cuda.graph) after `warmup` eager calls of the signature, so that
+    the capture lands on the call that would record the backward, check the
+    recording (which waits for the GPU: a capture forbids it) or replay it;
+    the graph replayed on new values gives torch's results on them, and
+    eager calls after the capture go on to remember the backward."""
+    from cupyconv import _cuda
+
+    tf32(False)
+    for name in ("_FAST_FORWARD", "_FAST_BACKWARD"):
+        monkeypatch.setattr(_bridge, name, {})
+    monkeypatch.setattr(_cuda, "_REMEMBER_SEEN", {})
+    monkeypatch.setattr(_cuda, "_REMEMBER_CANDIDATES", {})
+    generator = torch.Generator(device="cuda").manual_seed(warmup)
+    x, w, b = (torch.randn(shape, device="cuda", generator=generator).requires_grad_() for shape in ((2, 4, 9), (4, 6, 3), (6,)))
+    gy = torch.randn(2, 6, 19, device="cuda", generator=generator)
+
+    def step():
+        y = ct.conv_transpose1d(x, w, b, stride=2)
+        return (y,) + torch.autograd.grad(y, (x, w, b), gy)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    for _ in range(2):
+        with torch.no_grad():
+            for tensor in (x, w, b, gy):
+                tensor.copy_(torch.randn(tensor.shape, device="cuda", generator=generator))
+        graph.replay()
+        torch.cuda.synchronize()
+        exact = [t.detach().double().requires_grad_() for t in (x, w, b)]
+        y = F.conv_transpose1d(*exact, stride=2)
+        for got, expected in zip(captured, (y,) + torch.autograd.grad(y, exact, gy.double())):
+            assert relative_error(got.detach().double().cpu().numpy(), expected.detach().cpu().numpy()) < 1e-5
+    for _ in range(4):
+        step()
+    assert len(_bridge._FAST_BACKWARD) == 1
+
+
 def test_waits_for_work_queued_before_it_on_the_stream(tf32):
     """An input still being written on a busy non-default stream: the kernels,
     queued behind it on that stream, read the finished values."""
