@@ -435,7 +435,8 @@ def test_second_gpu(tf32):
         w = torch.randn(4, 3, 3, device="cuda:1", requires_grad=True)
         y = ct.conv_transpose1d(x, w, stride=2)
         assert y.device == torch.device("cuda:1")
-        # the second call finds the first's remembered launch, made on device 1
+        # the second call finds the first's remembered launch (device 1's
+        # kernel) while device 0 is current: it takes the checked path
         assert torch.equal(ct.conv_transpose1d(x.detach(), w.detach(), stride=2), y)
         y.sum().backward()
         assert x.grad.device == torch.device("cuda:1")
