@@ -1890,11 +1890,7 @@ class _Replay:
         memory until the launches are queued), on `stream`.  False, with
         nothing launched, where __call__ would return None or an output is
         not aligned as a whole allocation is."""
-        if _SETTINGS[0] != self.settings or _autotune.enabled() != self.autotune:  # as in __call__
-            self.table.pop(self.key, None)
-            _REMEMBER_SEEN.pop(self.key, None)
-            return False
-        if _get_device() != self.device:
+        if not self._current():
             return False
         pointers = self.blank[:]
         for k, (pointer, alignment) in enumerate(zip(inputs, self.alignment)):
@@ -1914,15 +1910,21 @@ class _Replay:
             packed.launch_pointers([pointers[at] + offset for at, offset in references], stream)
         return True
 
+    def _current(self) -> bool:
+        """Whether the recording runs here: made under the present settings
+        and autotuning (else it is forgotten, to be recorded again) and for
+        the current device."""
+        if _SETTINGS[0] != self.settings or _autotune.enabled() != self.autotune:
+            self.table.pop(self.key, None)
+            _REMEMBER_SEEN.pop(self.key, None)
+            return False
+        return _get_device() == self.device
+
     def __call__(self, *inputs):
         # run(inputs) with the checks of a remembered call, its pointers read
         # and their alignment checked in one pass (perf notes v46: the host's
         # time before the launch is GPU time in a timed call)
-        if _SETTINGS[0] != self.settings or _autotune.enabled() != self.autotune:  # recorded under other settings: forgotten, to be recorded again
-            self.table.pop(self.key, None)
-            _REMEMBER_SEEN.pop(self.key, None)
-            return None
-        if _get_device() != self.device:
+        if not self._current():
             return None
         pointers = self.blank[:]
         for k, (a, alignment) in enumerate(zip(inputs, self.alignment)):

@@ -126,16 +126,18 @@ def _contiguous(a, b, c) -> bool:
 
 
 def forward(input, weight, bias, geometry, precision: str) -> torch.Tensor:
+    # The output is an ordinary torch tensor that the kernels write into.
+    output = _empty(geometry.output_shape, input)
     device = input.get_device()
     key = (geometry, input.dtype, device, precision, bias is None)
+    contiguous = _contiguous(input, weight, bias)
     fast = _FAST_FORWARD.get(key)
-    if fast is not None and fast.usable() and _contiguous(input, weight, bias):
-        output = _empty(geometry.output_shape, input)
+    if fast is not None and contiguous and fast.usable():
         bias_pointer = 0 if bias is None else bias.data_ptr()
         fast.launch_pointers(input.data_ptr(), weight.data_ptr(), bias_pointer, output.data_ptr(), _current_stream(device))
         return output
     remember = None
-    if _contiguous(input, weight, bias):
+    if contiguous:
 
         def remember(fast):
             if len(_FAST_FORWARD) >= 1024:
@@ -143,8 +145,6 @@ def forward(input, weight, bias, geometry, precision: str) -> torch.Tensor:
             _FAST_FORWARD[key] = fast
 
     with _on_torch_stream(input.device):
-        # The output is an ordinary torch tensor that the kernels write into.
-        output = _empty(geometry.output_shape, input)
         x, w = to_cupy(input), to_cupy(weight)
         b = None if bias is None else to_cupy(bias)
         _cuda.forward(x, w, b, geometry, precision, out=to_cupy(output), remember_small=remember)
@@ -153,16 +153,16 @@ def forward(input, weight, bias, geometry, precision: str) -> torch.Tensor:
 
 def backward(grad_output, input, weight, geometry, output_mask, precision: str):
     want_input, want_weight, want_bias = output_mask
+    grads = (
+        _empty(input.shape, input) if want_input else None,
+        _empty(weight.shape, input) if want_weight else None,
+        _empty((geometry.out_channels,), input) if want_bias else None,
+    )
     device = input.get_device()
     key = (geometry, input.dtype, device, precision, output_mask)
     contiguous = _contiguous(grad_output, input, weight)
     replay = _FAST_BACKWARD.get(key)
     if replay is not None and contiguous:
-        grads = (
-            _empty(input.shape, input) if want_input else None,
-            _empty(weight.shape, input) if want_weight else None,
-            _empty((geometry.out_channels,), input) if want_bias else None,
-        )
         workspaces = []  # kept until the launches are queued
 
         def allocate(size: int) -> int:
@@ -174,11 +174,6 @@ def backward(grad_output, input, weight, geometry, output_mask, precision: str):
         if replay.launch_raw(inputs, outputs, allocate, _current_stream(device)):
             return grads
     with _on_torch_stream(input.device):
-        grads = (
-            _empty(input.shape, input) if want_input else None,
-            _empty(weight.shape, input) if want_weight else None,
-            _empty((geometry.out_channels,), input) if want_bias else None,
-        )
         # input and weight both, whichever gradients are wanted: the routes
         # that make both in one pass (depthwise_backward, grouped_backward)
         # read the sizes of both and the weight for grad_weight alone
