@@ -274,8 +274,10 @@ class _Subclass(torch.Tensor):
 def test_eager_calls_skip_the_operator(device, monkeypatch):
     """Plain eager calls run the implementation (no gradient wanted) or
     _Function (one wanted), not the custom op's dispatch; a dispatch or
-    function mode, the profiler, a tensor subclass, vmap, jit tracing or
-    EAGER_FAST_PATH = False take the operator.  Each gives torch's result."""
+    function mode, the profiler, a tensor subclass, jit tracing or
+    EAGER_FAST_PATH = False take the operator; vmap takes _TransformFunction (one
+    call for every sample; test_torch_transforms.py has the transforms).
+    Each gives torch's result."""
     if not _functional.HAS_CUSTOM_OP:
         pytest.skip("torch < 2.4 has no custom op: every call takes _Function")
     # the operator holds the implementation it was registered with; the
@@ -302,13 +304,15 @@ def test_eager_calls_skip_the_operator(device, monkeypatch):
         with context:
             run(x, w, b)
     run(x.as_subclass(_Subclass), w, b)
+    assert len(eager_calls) == 3
     batched = torch.func.vmap(lambda x: ct.conv_transpose1d(x, w, b, **kwargs))(torch.stack([x, 2 * x]))
     assert relative_error(batched.cpu().numpy(), torch.stack([expected, 2 * expected - b.reshape(-1, 1)]).cpu().numpy()) < 1e-13
+    assert len(eager_calls) == 4
     traced = torch.jit.trace(lambda x: ct.conv_transpose1d(x, w, b, **kwargs), (x,), check_trace=False)
     assert "cupyconv::conv_transpose" in str(traced.graph)
     monkeypatch.setattr(_functional, "EAGER_FAST_PATH", False)
     run(x, w, b)
-    assert len(eager_calls) == 3
+    assert len(eager_calls) == 4
 
 
 # --------------------------------------------------------------------------

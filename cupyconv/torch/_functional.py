@@ -13,7 +13,9 @@ Layers, outermost first:
   so gradients of any order work.  Their implementations validate the
   shapes (raising before anything runs), then run cupyconv's kernels on CUDA
   tensors of a supported dtype (``_bridge``) and torch's own operator on
-  anything else.
+  anything else.  Calls under torch.func or forward-mode AD take
+  ``_TransformFunction``, which has batching rules and forward-mode
+  formulas (``_transforms``), on any torch.
 """
 
 import operator
@@ -23,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _geometry
+from . import _transforms
 
 __all__ = ["conv_transpose1d", "conv_transpose2d", "ArgumentError"]
 
@@ -115,11 +118,16 @@ def _forward_impl(input, weight, bias, stride, padding, output_padding, groups, 
     _check_same(input, (("weight", weight), ("bias", bias)))
     geometry = _geometry_of(input, weight, bias, stride, padding, output_padding, groups, dilation)
     if not _runs_on_kernels(input):
-        torch_op = F.conv_transpose1d if len(stride) == 1 else F.conv_transpose2d
-        return torch_op(input, weight, bias, stride, padding, output_padding, groups, dilation)
+        return _torch_forward(input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
     from . import _bridge
 
     return _bridge.forward(input, weight, bias, geometry, precision)
+
+
+def _torch_forward(input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
+    """torch's own operator (precision: torch's settings decide)."""
+    torch_op = F.conv_transpose1d if len(stride) == 1 else F.conv_transpose2d
+    return torch_op(input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
 def _forward_fake(input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
@@ -201,16 +209,10 @@ def _second_order(needs, grad_output, input, weight, arguments, mask, precision,
     gg_input, gg_weight, gg_bias = (g if wanted and g is not None else None for g, wanted in zip(grad_grads, mask))
     d_grad_output = d_input = d_weight = None
     if needs[0]:
-        terms = []
-        if gg_input is not None:
-            terms.append(forward(gg_input, weight, gg_bias, *arguments, precision))
-        elif gg_bias is not None:
-            dims = len(arguments[0])
-            terms.append(gg_bias.reshape((-1,) + (1,) * dims).expand(grad_output.shape))
-        if gg_weight is not None:
-            terms.append(forward(input, gg_weight, None, *arguments, precision))
-        if terms:
-            d_grad_output = terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        # the forward pass's tangent, gg_* taking the tangents' place
+        d_grad_output = _transforms.forward_tangent(
+            forward, input, weight, gg_input, gg_weight, gg_bias, arguments, precision, grad_output.shape
+        )
     if needs[1] and gg_weight is not None:
         d_input = backward(grad_output, input, gg_weight, *arguments, [True, False, False], precision)[0]
     if needs[2] and gg_input is not None:
@@ -272,51 +274,189 @@ if HAS_CUSTOM_OP:
 
     _backward_op.register_autograd(_double_backward, setup_context=_setup_backward_context)
 
+    # vmap of the operators (torch.compile's path, and the custom op's
+    # backward under vmap; eager calls under torch.func take
+    # _TransformFunction): one call over the vmapped dimension, not torch's
+    # fallback of one call a sample
+    def _forward_vmap(info, in_dims, *arguments):
+        return _transforms.forward_rule(_forward_op, info.batch_size, in_dims, *arguments)
+
+    def _backward_vmap(info, in_dims, *arguments):
+        return _transforms.backward_rule(_backward_op, info.batch_size, in_dims, *arguments)
+
+    if hasattr(_forward_op, "register_vmap"):  # torch >= 2.5
+        _forward_op.register_vmap(_forward_vmap)
+        _backward_op.register_vmap(_backward_vmap)
+
+
+# torch.autograd.grad(..., is_grads_batched=True) runs backward passes under
+# torch's legacy vmap, whose BatchedTensors Python code sees with one
+# sample's shape and which have no memory of their own to hand the kernels.
+# On those the backward passes compute with torch's own convolution, which
+# that vmap can run.
+_is_legacy_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", lambda tensor: False)
+
+
+def _legacy_batched(*tensors) -> bool:
+    return any(tensor is not None and _is_legacy_batched(tensor) for tensor in tensors)
+
+
+def _torch_backward_operator(grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision):
+    geometry = _geometry_of(input, weight, None, stride, padding, output_padding, groups, dilation)
+    grads = _torch_backward(grad_output, input, weight, geometry, stride, padding, output_padding, groups, dilation, output_mask)
+    return tuple(grad if grad is not None else grad_output.new_empty(0) for grad in grads)
+
+
+# Two pairs of autograd.Functions run the implementations.  _Function and
+# _BackwardFunction, forward(ctx, ...) as on every torch since 1.x: torch <
+# 2.4's operator and the eager path's where a gradient is wanted.  Their
+# _Transform twins, with setup_context, batching rules (vmap) and
+# forward-mode formulas (jvp; _transforms has both): every call under
+# torch.func transforms or forward-mode AD, on any torch.  torch.func takes
+# only an autograd.Function with setup_context, which the custom op's
+# generated one lacks (pytorch/pytorch#168393), and the custom op has no
+# forward-mode formula.  The plain pair stays for its cost: an apply() with
+# setup_context binds its arguments through inspect.signature every call
+# (on the CPU here with torch 2.13, 114 us a call around the same 25-us
+# implementation, against the plain pair's 42).
+
+
+def _save_forward(ctx, input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
+    ctx.save_for_backward(input, weight)
+    ctx.arguments = (stride, padding, output_padding, groups, dilation)
+    ctx.precision = precision
+    ctx.has_bias = bias is not None
+
+
+def _forward_gradients(ctx, grad_output, backward_function):
+    """The forward operator's gradients: through the transform pair under
+    torch.func (vmap over torch.autograd.grad reaches a plain node's backward
+    too); differentiable, through backward_function's node, where grad mode
+    is on (create_graph=True)."""
+    input, weight = ctx.saved_tensors
+    mask = _output_mask(ctx, ctx.has_bias)
+    arguments = (grad_output, input, weight, *ctx.arguments, mask, ctx.precision)
+    if _legacy_batched(grad_output):
+        grads = _torch_backward_operator(*arguments)
+    elif _transformed():
+        grads = _TransformBackwardFunction.apply(*arguments)
+    elif torch.is_grad_enabled():
+        grads = backward_function.apply(*arguments)
+    else:
+        grads = _backward_impl(*arguments)
+    return _gradients(grads, mask, 9)
+
+
+def _save_backward(ctx, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision):
+    ctx.save_for_backward(grad_output, input, weight)
+    ctx.arguments = (stride, padding, output_padding, groups, dilation)
+    ctx.output_mask = tuple(bool(m) for m in output_mask)
+    ctx.precision = precision
+    ctx.set_materialize_grads(False)  # None for an output no gradient reached: its terms are skipped
+
+
+def _backward_gradients(ctx, grad_grads, forward_function, backward_function):
+    """The backward operator's gradients (double backward)."""
+    grad_output, input, weight = ctx.saved_tensors
+    if _legacy_batched(*grad_grads):
+        operators = (_torch_forward, _torch_backward_operator)
+    elif _transformed():
+        operators = (_TransformFunction.apply, _TransformBackwardFunction.apply)
+    else:
+        operators = (forward_function.apply, backward_function.apply)
+    grads = _second_order(
+        ctx.needs_input_grad[:3], grad_output, input, weight, ctx.arguments, ctx.output_mask, ctx.precision,
+        grad_grads, *operators,
+    )  # fmt: skip
+    return grads + (None,) * 7
+
 
 class _Function(torch.autograd.Function):
-    """The operator for torch < 2.4 (no torch.library.custom_op): the same
-    implementations, wired into autograd by hand."""
+    """The forward operator as an autograd.Function."""
 
     @staticmethod
     def forward(ctx, input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
-        ctx.save_for_backward(input, weight)
-        ctx.arguments = (stride, padding, output_padding, groups, dilation)
-        ctx.precision = precision
-        ctx.has_bias = bias is not None
+        _save_forward(ctx, input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
         return _forward_impl(input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
 
     @staticmethod
     def backward(ctx, grad_output):
-        input, weight = ctx.saved_tensors
-        mask = _output_mask(ctx, ctx.has_bias)
-        arguments = (grad_output, input, weight, *ctx.arguments, mask, ctx.precision)
-        # create_graph=True runs this with grad mode on: then the gradients
-        # must be differentiable, through _BackwardFunction's node
-        grads = _BackwardFunction.apply(*arguments) if torch.is_grad_enabled() else _backward_impl(*arguments)
-        return _gradients(grads, mask, 9)
+        return _forward_gradients(ctx, grad_output, _BackwardFunction)
 
 
 class _BackwardFunction(torch.autograd.Function):
-    """The backward operator for torch < 2.4, differentiable (double
+    """The backward operator as an autograd.Function, differentiable (double
     backward) as the custom op is."""
 
     @staticmethod
     def forward(ctx, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision):
-        ctx.save_for_backward(grad_output, input, weight)
-        ctx.arguments = (stride, padding, output_padding, groups, dilation)
-        ctx.output_mask = tuple(bool(m) for m in output_mask)
-        ctx.precision = precision
-        ctx.set_materialize_grads(False)
+        _save_backward(ctx, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision)
         return _backward_impl(grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision)
 
     @staticmethod
     def backward(ctx, grad_input_grad, grad_weight_grad, grad_bias_grad):
-        grad_output, input, weight = ctx.saved_tensors
-        grads = _second_order(
-            ctx.needs_input_grad[:3], grad_output, input, weight, ctx.arguments, ctx.output_mask, ctx.precision,
-            (grad_input_grad, grad_weight_grad, grad_bias_grad), _Function.apply, _BackwardFunction.apply,
+        return _backward_gradients(ctx, (grad_input_grad, grad_weight_grad, grad_bias_grad), _Function, _BackwardFunction)
+
+
+class _TransformFunction(torch.autograd.Function):
+    """_Function for torch.func transforms and forward-mode AD."""
+
+    @staticmethod
+    def forward(input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
+        return _forward_impl(input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _save_forward(ctx, *inputs)
+        ctx.save_for_forward(inputs[0], inputs[1])
+        ctx.shape = output.shape
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return _forward_gradients(ctx, grad_output, _TransformBackwardFunction)
+
+    @staticmethod
+    def jvp(ctx, input_tangent, weight_tangent, bias_tangent, *_):
+        input, weight = ctx.saved_tensors
+        return _transforms.forward_tangent(
+            _TransformFunction.apply, input, weight, input_tangent, weight_tangent, bias_tangent,
+            ctx.arguments, ctx.precision, ctx.shape,
         )  # fmt: skip
-        return grads + (None,) * 7
+
+    @staticmethod
+    def vmap(info, in_dims, *arguments):
+        return _transforms.forward_rule(_TransformFunction.apply, info.batch_size, in_dims, *arguments)
+
+
+class _TransformBackwardFunction(torch.autograd.Function):
+    """_BackwardFunction for torch.func transforms and forward-mode AD."""
+
+    @staticmethod
+    def forward(grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision):
+        return _backward_impl(grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision)
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        _save_backward(ctx, *inputs)
+        ctx.save_for_forward(*inputs[:3])
+        ctx.shapes = tuple(output.shape for output in outputs)
+
+    @staticmethod
+    def backward(ctx, grad_input_grad, grad_weight_grad, grad_bias_grad):
+        grad_grads = (grad_input_grad, grad_weight_grad, grad_bias_grad)
+        return _backward_gradients(ctx, grad_grads, _TransformFunction, _TransformBackwardFunction)
+
+    @staticmethod
+    def jvp(ctx, grad_output_tangent, input_tangent, weight_tangent, *_):
+        grad_output, input, weight = ctx.saved_tensors
+        return _transforms.backward_tangents(
+            _TransformBackwardFunction.apply, grad_output, input, weight, grad_output_tangent, input_tangent,
+            weight_tangent, ctx.arguments, ctx.output_mask, ctx.precision, ctx.shapes,
+        )  # fmt: skip
+
+    @staticmethod
+    def vmap(info, in_dims, *arguments):
+        return _transforms.backward_rule(_TransformBackwardFunction.apply, info.batch_size, in_dims, *arguments)
 
 
 # --------------------------------------------------------------------------
@@ -354,23 +494,31 @@ def _autocast(tensors, device_type: str):
 # plain eager calls do not need.  There the public functions run the
 # implementation directly where no gradient is wanted, and through _Function
 # (an autograd node of autograd's own, torch < 2.4's operator) where one is.
-# Everything else takes the operator, which it needs: torch.compile and
-# export, jit tracing, tensor subclasses (fake and functional tensors among
-# them), dispatch and function modes, functorch transforms, and the profiler
-# (whose traces then show the operator).  False: always the operator.
+# The operator is for what needs it: torch.compile and export, jit tracing,
+# tensor subclasses (fake and functional tensors among them), dispatch and
+# function modes, and the profiler (whose traces then show the operator).
+# torch.func transforms and forward-mode AD take _TransformFunction, which
+# has their rules (the custom op has none that torch.func.grad can use).
+# False: the operator wherever it can serve.
 EAGER_FAST_PATH = True
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
-def _plain_eager(input, weight, bias) -> bool:
-    """Whether a call runs in plain eager mode on plain tensors."""
+def _needs_operator(input, weight, bias) -> bool:
+    """Whether a call must take the custom op: a tensor subclass, compiling
+    or exporting, jit tracing, a dispatch or function mode."""
     if type(input) not in _PLAIN_TYPES or type(weight) not in _PLAIN_TYPES or (bias is not None and type(bias) not in _PLAIN_TYPES):
-        return False
-    return not (
-        torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.autograd.profiler._is_profiler_enabled
+        return True
+    return bool(
+        torch.compiler.is_compiling() or torch.jit.is_tracing()
         or torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack()
-        or torch._C._are_functorch_transforms_active()
     )  # fmt: skip
+
+
+def _transformed() -> bool:
+    """Whether torch.func transforms (vmap, grad, jvp, ...) or forward-mode
+    AD (dual tensors) are active."""
+    return torch._C._are_functorch_transforms_active() or torch.autograd.forward_ad._current_level >= 0
 
 
 def _conv_transpose(function, dims, input, weight, bias, stride, padding, output_padding, groups, dilation):
@@ -386,8 +534,14 @@ def _conv_transpose(function, dims, input, weight, bias, stride, padding, output
     tf32 = input.dtype == torch.float32 and input.is_cuda and torch.backends.cudnn.allow_tf32
     precision = "tf32" if tf32 else "highest"
     arguments = (input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
-    if _use_custom_op and not (EAGER_FAST_PATH and _plain_eager(input, weight, bias)):
+    transformed = _transformed()
+    if _use_custom_op and (
+        _needs_operator(input, weight, bias)
+        or not (transformed or (EAGER_FAST_PATH and not torch.autograd.profiler._is_profiler_enabled))
+    ):
         return torch.ops.cupyconv.conv_transpose(*arguments)
+    if transformed:
+        return _TransformFunction.apply(*arguments)
     if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         return _Function.apply(*arguments)
     return _forward_impl(*arguments)
