@@ -410,22 +410,25 @@ class _TransformFunction(torch.autograd.Function):
         _save_forward(ctx, *inputs)
         ctx.save_for_forward(inputs[0], inputs[1])
         ctx.shape = output.shape
+        ctx.set_materialize_grads(False)  # None for a tangent that is zero: its term is skipped
 
     @staticmethod
     def backward(ctx, grad_output):
+        if grad_output is None:  # grads are not materialized (see setup_context)
+            return (None,) * 9
         return _forward_gradients(ctx, grad_output, _TransformBackwardFunction)
 
     @staticmethod
     def jvp(ctx, input_tangent, weight_tangent, bias_tangent, *_):
         input, weight = ctx.saved_tensors
         return _transforms.forward_tangent(
-            _TransformFunction.apply, input, weight, input_tangent, weight_tangent, bias_tangent,
+            _rule_forward, input, weight, input_tangent, weight_tangent, bias_tangent,
             ctx.arguments, ctx.precision, ctx.shape,
         )  # fmt: skip
 
     @staticmethod
     def vmap(info, in_dims, *arguments):
-        return _transforms.forward_rule(_TransformFunction.apply, info.batch_size, in_dims, *arguments)
+        return _transforms.forward_rule(_rule_forward, info.batch_size, in_dims, *arguments)
 
 
 class _TransformBackwardFunction(torch.autograd.Function):
@@ -450,13 +453,13 @@ class _TransformBackwardFunction(torch.autograd.Function):
     def jvp(ctx, grad_output_tangent, input_tangent, weight_tangent, *_):
         grad_output, input, weight = ctx.saved_tensors
         return _transforms.backward_tangents(
-            _TransformBackwardFunction.apply, grad_output, input, weight, grad_output_tangent, input_tangent,
+            _rule_backward, grad_output, input, weight, grad_output_tangent, input_tangent,
             weight_tangent, ctx.arguments, ctx.output_mask, ctx.precision, ctx.shapes,
         )  # fmt: skip
 
     @staticmethod
     def vmap(info, in_dims, *arguments):
-        return _transforms.backward_rule(_TransformBackwardFunction.apply, info.batch_size, in_dims, *arguments)
+        return _transforms.backward_rule(_rule_backward, info.batch_size, in_dims, *arguments)
 
 
 # --------------------------------------------------------------------------
@@ -521,6 +524,30 @@ def _transformed() -> bool:
     return torch._C._are_functorch_transforms_active() or torch.autograd.forward_ad._current_level >= 0
 
 
+def _wants_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in tensors)
+
+
+def _rule_forward(input, weight, bias, *arguments):
+    """The forward pass as the transforms' rules call it, one level down:
+    through _TransformFunction where transforms are still active, _Function
+    where a gradient is wanted, else the implementation."""
+    if _transformed():
+        return _TransformFunction.apply(input, weight, bias, *arguments)
+    if _wants_grad(input, weight, bias):
+        return _Function.apply(input, weight, bias, *arguments)
+    return _forward_impl(input, weight, bias, *arguments)
+
+
+def _rule_backward(grad_output, input, weight, *arguments):
+    """The backward pass as _rule_forward."""
+    if _transformed():
+        return _TransformBackwardFunction.apply(grad_output, input, weight, *arguments)
+    if _wants_grad(grad_output, input, weight):
+        return _BackwardFunction.apply(grad_output, input, weight, *arguments)
+    return _backward_impl(grad_output, input, weight, *arguments)
+
+
 def _conv_transpose(function, dims, input, weight, bias, stride, padding, output_padding, groups, dilation):
     _check_tensor(function, "input", input)
     _check_tensor(function, "weight", weight)
@@ -542,7 +569,7 @@ def _conv_transpose(function, dims, input, weight, bias, stride, padding, output
         return torch.ops.cupyconv.conv_transpose(*arguments)
     if transformed:
         return _TransformFunction.apply(*arguments)
-    if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+    if _wants_grad(input, weight, bias):
         return _Function.apply(*arguments)
     return _forward_impl(*arguments)
 

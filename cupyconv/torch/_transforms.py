@@ -137,7 +137,7 @@ def forward_tangent(forward: Forward, input, weight, t_input, t_weight, t_bias, 
         terms.append(forward(t_input, weight, t_bias, *arguments, precision))
     elif t_bias is not None:
         dims = len(arguments[0])
-        terms.append(t_bias.reshape((-1,) + (1,) * dims).expand(shape))
+        terms.append(t_bias.reshape((-1,) + (1,) * dims).expand(shape).contiguous())  # a tangent lays out as its primal
     if t_weight is not None:
         terms.append(forward(input, t_weight, None, *arguments, precision))
     if not terms:
