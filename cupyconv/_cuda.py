@@ -2026,10 +2026,19 @@ def _remember(key, table: dict, run, inputs):
             for a, b in zip(again, outputs)
         )  # fmt: skip
         if same:
-            if len(table) >= 1024:
-                table.clear()
-            table[key] = replay
+            _keep(table, key, replay)
     return outputs
+
+
+def _keep(table: dict, key, replay) -> None:
+    """Puts a checked recording into its table.  A full table (1024) is
+    emptied first, and its keys' counts with it, so that those signatures
+    are recorded again when they come back."""
+    if len(table) >= 1024:
+        for dropped in table:
+            _REMEMBER_SEEN.pop(dropped, None)
+        table.clear()
+    table[key] = replay
 
 
 def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None, remember_small=None):

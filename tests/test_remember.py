@@ -329,6 +329,25 @@ def test_a_call_being_captured_is_not_counted(monkeypatch, seen):
     assert calls == [1] and _cuda._REMEMBER_SEEN.get("k", 0) == seen and not table
 
 
+def test_a_full_table_forgets_its_counts(monkeypatch):
+    """A full table of recordings is emptied for a new one, and the counts
+    of the signatures it held go with it: each is recorded again on its
+    second call after (before, their counts stayed at 3 and they ran the
+    checked path until the count table itself filled)."""
+    monkeypatch.setattr(_cuda, "_REMEMBER_SEEN", {"other": 2})
+    table = {("old", k): object() for k in range(1024)}
+    _cuda._REMEMBER_SEEN.update({key: 3 for key in table})
+    replay = object()
+    _cuda._keep(table, "new", replay)
+    assert table == {"new": replay} and _cuda._REMEMBER_SEEN == {"other": 2}
+    _cuda._keep(table, ("old", 0), replay)
+    assert len(table) == 2 and _cuda._REMEMBER_SEEN == {"other": 2}
+    calls = []
+    monkeypatch.setattr(_cuda, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: False))
+    _cuda._remember(("old", 5), table, lambda: calls.append(1) or (Y,), (X, W, None))
+    assert calls == [1] and _cuda._REMEMBER_SEEN[("old", 5)] == 1  # the next call records
+
+
 def test_packed_arguments_fill_the_pointer_slots(monkeypatch):
     """A packed launch writes its pointers into the slots ahead of the
     scalars it was made with, and hands cuLaunchKernel the buffer's address
