@@ -275,9 +275,9 @@ def test_eager_calls_skip_the_operator(device, monkeypatch):
     """Plain eager calls run the implementation (no gradient wanted) or
     _Function (one wanted), not the custom op's dispatch; a dispatch or
     function mode, the profiler, a tensor subclass, jit tracing or
-    EAGER_FAST_PATH = False take the operator; vmap takes _TransformFunction (one
-    call for every sample; test_torch_transforms.py has the transforms).
-    Each gives torch's result."""
+    EAGER_FAST_PATH = False take the operator; vmap takes _TransformFunction
+    (one call for every sample; test_torch_transforms.py has the
+    transforms).  Each gives torch's result."""
     if not _functional.HAS_CUSTOM_OP:
         pytest.skip("torch < 2.4 has no custom op: every call takes _Function")
     # the operator holds the implementation it was registered with; the

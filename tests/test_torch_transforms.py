@@ -96,7 +96,9 @@ def _close(got, expected, tolerance=1e-13):
 
 
 def _tree_close(got, expected, tolerance=1e-13):
-    for g, e in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(expected)):
+    got, expected = torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(expected)
+    assert len(got) == len(expected) > 0
+    for g, e in zip(got, expected):
         _close(g, e, tolerance)
 
 
