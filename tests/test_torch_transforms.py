@@ -388,17 +388,25 @@ def test_forward_mode_ad(case, device, operator_path):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_vmap_low_precision(dtype, implementations):
     """The grouped fold in the tensor-core dtypes: a batched weight and
-    per-sample weight gradients, against float64, within the dtype's
-    accuracy (float32 "highest": 1e-5)."""
+    per-sample weight gradients against float64, as accurate as the
+    project's bar (float32 "highest": under 1e-5; 16-bit: within twice the
+    error of torch's layer under the same transform)."""
     case = next(c for c in CASES if c.name == "1d_mid_channels")
-    tolerance = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}[dtype]
     stacked_x, stacked_w, _ = _samples(case, "cuda", dtype)
     _, _, b = _tensors(case, "cuda", dtype)
-    got = func.vmap(lambda x, w: ct.conv_transpose1d(x, w, b, **case.kwargs))(stacked_x, stacked_w)
-    expected = func.vmap(lambda x, w: F.conv_transpose1d(x, w, b.double(), **case.kwargs))(stacked_x.double(), stacked_w.double())
-    _close(got.double(), expected, tolerance)
-    grads = func.vmap(func.grad(lambda w, x: ct.conv_transpose1d(x, w, b, **case.kwargs).float().square().sum()))(stacked_w, stacked_x)
-    grads_ref = func.vmap(func.grad(lambda w, x: F.conv_transpose1d(x, w, b.double(), **case.kwargs).square().sum()))(
-        stacked_w.double(), stacked_x.double()
-    )
-    _close(grads.double(), grads_ref, tolerance)
+    operands = (stacked_x, stacked_w)
+
+    def forward(conv, bias):
+        return func.vmap(lambda x, w: conv(x, w, bias, **case.kwargs))
+
+    def gradients(conv, bias):
+        return func.vmap(func.grad(lambda w, x: conv(x, w, bias, **case.kwargs).float().square().sum()))
+
+    for transform, arguments in ((forward, operands), (gradients, operands[::-1])):
+        reference = transform(F.conv_transpose1d, b.double())(*(t.double() for t in arguments))
+        ours = relative_error(transform(ct.conv_transpose1d, b)(*arguments).double().cpu().numpy(), reference.cpu().numpy())
+        if dtype == torch.float32:
+            assert ours < 1e-5
+        else:
+            theirs = relative_error(transform(F.conv_transpose1d, b)(*arguments).double().cpu().numpy(), reference.cpu().numpy())
+            assert ours <= 2 * theirs
