@@ -73,6 +73,18 @@ def operator_path(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(params=["eager", "custom_op", "function"])
+def route(request, monkeypatch):
+    """Where a graph made outside the transforms puts its node: the eager
+    path's _Function (the default), the custom op (the eager path off), or
+    _Function as on torch < 2.4."""
+    if request.param != "function" and not _functional.HAS_CUSTOM_OP:
+        pytest.skip("torch.library.custom_op needs torch >= 2.4")
+    monkeypatch.setattr(_functional, "_use_custom_op", request.param != "function")
+    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", request.param != "custom_op")
+    return request.param
+
+
 def _functions(dims):
     return (ct.conv_transpose1d, F.conv_transpose1d) if dims == 1 else (ct.conv_transpose2d, F.conv_transpose2d)
 
@@ -241,17 +253,12 @@ def test_func_transforms_match_torch(case, device, operator_path):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", TRANSFORM_CASES, ids=str)
-@pytest.mark.parametrize("route", ["eager", "custom_op", "function"])
-def test_batched_grad_outputs(case, route, device, implementations, monkeypatch):
+def test_batched_grad_outputs(case, route, device, implementations):
     """torch.autograd.grad(..., is_grads_batched=True) runs the backward
     under torch's legacy vmap: through _Function (the eager path, and
     torch < 2.4) the backward computes with torch's convolution, which that
     vmap runs; the custom op's backward, by that vmap's loop over the
     samples.  First and second order."""
-    if route != "function" and not _functional.HAS_CUSTOM_OP:
-        pytest.skip("torch.library.custom_op needs torch >= 2.4")
-    monkeypatch.setattr(_functional, "_use_custom_op", route != "function")
-    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", route != "custom_op")
     ours, theirs = _functions(case.dims)
     x, w, b = (t if t is None else t.requires_grad_() for t in _tensors(case, device))
     inputs = tuple(t for t in (x, w, b) if t is not None)
@@ -278,15 +285,10 @@ def test_batched_grad_outputs(case, route, device, implementations, monkeypatch)
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", TRANSFORM_CASES, ids=str)
-@pytest.mark.parametrize("route", ["eager", "custom_op", "function"])
-def test_vmap_over_autograd_grad(case, route, device, implementations, monkeypatch):
+def test_vmap_over_autograd_grad(case, route, device, implementations):
     """vmap over torch.autograd.grad of a graph made outside it: the node
     made there (the eager path's _Function, the custom op's) runs its
     backward under vmap, first and second order."""
-    if route != "function" and not _functional.HAS_CUSTOM_OP:
-        pytest.skip("torch.library.custom_op needs torch >= 2.4")
-    monkeypatch.setattr(_functional, "_use_custom_op", route != "function")
-    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", route != "custom_op")
     ours, theirs = _functions(case.dims)
     x, w, b = (t if t is None else t.requires_grad_() for t in _tensors(case, device))
     inputs = tuple(t for t in (x, w, b) if t is not None)

@@ -242,11 +242,7 @@ if HAS_CUSTOM_OP:
     _forward_op.register_fake(_forward_fake)
 
     def _setup_context(ctx, inputs, output):
-        input, weight, bias, stride, padding, output_padding, groups, dilation, precision = inputs
-        ctx.save_for_backward(input, weight)
-        ctx.arguments = (stride, padding, output_padding, groups, dilation)
-        ctx.precision = precision
-        ctx.has_bias = bias is not None
+        _save_forward(ctx, *inputs)
 
     def _backward(ctx, grad_output):
         input, weight = ctx.saved_tensors
@@ -257,12 +253,7 @@ if HAS_CUSTOM_OP:
     _forward_op.register_autograd(_backward, setup_context=_setup_context)
 
     def _setup_backward_context(ctx, inputs, output):
-        grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision = inputs
-        ctx.save_for_backward(grad_output, input, weight)
-        ctx.arguments = (stride, padding, output_padding, groups, dilation)
-        ctx.output_mask = tuple(bool(m) for m in output_mask)
-        ctx.precision = precision
-        ctx.set_materialize_grads(False)  # None for an output no gradient reached: its terms are skipped
+        _save_backward(ctx, *inputs)
 
     def _double_backward(ctx, grad_input_grad, grad_weight_grad, grad_bias_grad):
         grad_output, input, weight = ctx.saved_tensors
