@@ -5,7 +5,8 @@ event timings after warm-up (cupyx.profiler.benchmark), taken in rounds that
 alternate between the two (ROUNDS), so their ratio holds even where absolute
 times drift on a shared machine.  The floor of a problem
 is the larger of its bytes (input, weight and output, each moved once) over
-the copy bandwidth and its FLOPs over the tensor-core rate of its precision
+the GPU's copy bandwidth (COPY_BANDWIDTHS; an H100's where the GPU is not
+listed) and its FLOPs over the tensor-core rate of its precision
 (float32 "highest" counted as three TF32 products: 3xTF32).  Errors are
 relative Frobenius errors against float64: torch's cuDNN in float64 on the
 upcast inputs when torch is there, else the NumPy reference on the first batch
@@ -26,8 +27,13 @@ import numpy
 
 from . import _autotune, _geometry
 
-# Measured H100 ceilings (DESIGN.md): copy bandwidth, bytes/s; tensor-core rates, FLOP/s.
+# Measured H100 ceilings (DESIGN.md): copy bandwidth (bytes read and written
+# a second), tensor-core rates (FLOP/s).  The H200 is the same chip with faster
+# memory: its copy measured 4.20 TB/s, its GEMM rates the H100's (757 and 788
+# TFLOP/s float16 and bfloat16, 401 TF32, 50 FP32: perf notes v54), so only
+# its copy bandwidth differs.  Other GPUs are held to the H100's ceilings.
 COPY_BANDWIDTH = 2.96e12
+COPY_BANDWIDTHS = {"H200": 4.20e12}  # by a word of the GPU's name
 RATES = {("float32", "highest"): 404e12 / 3, ("float32", "tf32"): 404e12, "float16": 748e12, "bfloat16": 748e12, "float64": 67e12}
 
 
@@ -85,25 +91,34 @@ PROBLEMS = {
 DEFAULT_PROBLEMS = ("P1", "P2", "P3", "P4", "P5")
 
 
-def _floor(dtype: str, precision: str, elements, flops) -> float:
-    """The larger of moving `elements` once and computing `flops` at the mode's rate."""
+def copy_bandwidth(gpu_name: str) -> float:
+    """The copy bandwidth the floors take on a GPU of this name."""
+    for word, bandwidth in COPY_BANDWIDTHS.items():
+        if word in gpu_name:
+            return bandwidth
+    return COPY_BANDWIDTH
+
+
+def _floor(dtype: str, precision: str, elements, flops, copy: float) -> float:
+    """The larger of moving `elements` once at `copy` bytes a second and
+    computing `flops` at the mode's rate."""
     itemsize = 2 if dtype in ("float16", "bfloat16") else numpy.dtype(dtype).itemsize
     rate = RATES[(dtype, precision)] if dtype == "float32" else RATES[dtype]
-    return max(float(elements) * itemsize / COPY_BANDWIDTH, flops / rate)
+    return max(float(elements) * itemsize / copy, flops / rate)
 
 
-def floor_seconds(problem: Problem, dtype: str, precision: str) -> float:
+def floor_seconds(problem: Problem, dtype: str, precision: str, copy: float = COPY_BANDWIDTH) -> float:
     g = problem.geometry()
     elements = numpy.prod(g.input_shape4) + numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4)
-    return _floor(dtype, precision, elements, g.flops)
+    return _floor(dtype, precision, elements, g.flops, copy)
 
 
-def backward_floor_seconds(problem: Problem, dtype: str, precision: str) -> float:
+def backward_floor_seconds(problem: Problem, dtype: str, precision: str, copy: float = COPY_BANDWIDTH) -> float:
     """grad_input and grad_weight: grad_output and input read once, grad_input
     (and the small weight tensors) written once, or twice the forward's FLOPs."""
     g = problem.geometry()
     elements = 2 * numpy.prod(g.input_shape4) + 2 * numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4)
-    return _floor(dtype, precision, elements, 2 * g.flops)
+    return _floor(dtype, precision, elements, 2 * g.flops, copy)
 
 
 @dataclasses.dataclass
@@ -186,6 +201,7 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
 
     import cupyconv
 
+    copy = copy_bandwidth(_gpu_name())
     torch = None
     if use_torch:
         try:
@@ -232,7 +248,7 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
         itemsize = x.dtype.itemsize
         moved = (x.size + w.size + y.size) * itemsize
         rows.append(
-            Row(problem, dtype, precision, ours_ms, torch_ms, floor_seconds(problem, dtype, precision) * 1e3,
+            Row(problem, dtype, precision, ours_ms, torch_ms, floor_seconds(problem, dtype, precision, copy) * 1e3,
                 moved / ours_ms / 1e6, g.flops / ours_ms / 1e9, ours_error, torch_error)
         )  # fmt: skip
         del x, w, y
@@ -249,6 +265,7 @@ def run_gpu_backward(problems: List[Problem], dtype: str, precision: str, warmup
 
     import cupyconv
 
+    copy = copy_bandwidth(_gpu_name())
     rows = []
     for problem in problems:
         g = problem.geometry()
@@ -276,7 +293,7 @@ def run_gpu_backward(problems: List[Problem], dtype: str, precision: str, warmup
         itemsize = x.dtype.itemsize
         moved = (2 * x.size + 2 * w.size + gy.size) * itemsize
         rows.append(
-            Row(problem, dtype, precision, ours_ms, torch_ms, backward_floor_seconds(problem, dtype, precision) * 1e3,
+            Row(problem, dtype, precision, ours_ms, torch_ms, backward_floor_seconds(problem, dtype, precision, copy) * 1e3,
                 moved / ours_ms / 1e6, 2 * g.flops / ours_ms / 1e9, ours_error, torch_error, backward=True)
         )  # fmt: skip
         del x, w, gy, grads, xt, wt, gyt, yt, torch_grads, exact, x64, w64
@@ -451,11 +468,17 @@ def load_markdown(path: str):
     return environment, rows
 
 
+def _gpu_name() -> str:
+    import cupy
+
+    name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
+    return name.decode() if isinstance(name, bytes) else name
+
+
 def _environment() -> str:
     import cupy
 
-    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    name = _gpu_name()
     parts = [f"GPU {name}", f"CuPy {cupy.__version__}", f"CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}", f"Python {platform.python_version()}"]
     try:
         import torch
@@ -465,6 +488,7 @@ def _environment() -> str:
         parts.append("torch not installed")
     if _autotune.enabled():
         parts.append("tile configurations autotuned")
+    parts.append(f"floors at a copy bandwidth of {copy_bandwidth(name) / 1e12:.2f} TB/s")
     return ", ".join(parts)
 
 

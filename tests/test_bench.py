@@ -29,6 +29,19 @@ def test_floors_match_the_issue_anchors(problem_id):
         assert value == pytest.approx(anchor, rel=0.06, abs=0.006)
 
 
+def test_floors_take_the_gpus_copy_bandwidth():
+    """An H200's floors take its own copy bandwidth (4.20 TB/s, perf notes
+    v54), other GPUs the H100's: memory-bound floors fall with it,
+    compute-bound ones stay."""
+    h200 = bench.copy_bandwidth("NVIDIA H200")
+    assert h200 == 4.20e12
+    assert bench.copy_bandwidth("NVIDIA H100 80GB HBM3") == bench.copy_bandwidth("NVIDIA A100-SXM4-40GB") == bench.COPY_BANDWIDTH
+    memory_bound, compute_bound = bench.PROBLEMS["X1"], bench.PROBLEMS["X2"]
+    for floor in (bench.floor_seconds, bench.backward_floor_seconds):
+        assert floor(memory_bound, "float16", "highest", h200) == pytest.approx(floor(memory_bound, "float16", "highest") * 2.96 / 4.20)
+        assert floor(compute_bound, "float16", "highest", h200) == floor(compute_bound, "float16", "highest")
+
+
 def _rows():
     rows = []
     for mode in ("highest", "float16"):
