@@ -33,7 +33,7 @@ from . import _autotune, _geometry
 # TFLOP/s float16 and bfloat16, 401 TF32, 50 FP32: perf notes v54), so only
 # its copy bandwidth differs.  Other GPUs are held to the H100's ceilings.
 COPY_BANDWIDTH = 2.96e12
-COPY_BANDWIDTHS = {"H200": 4.20e12}  # by a word of the GPU's name
+COPY_BANDWIDTHS = {"H200": 4.20e12}  # by a whole word of the GPU's name ("NVIDIA H200"; not GH200's)
 RATES = {("float32", "highest"): 404e12 / 3, ("float32", "tf32"): 404e12, "float16": 748e12, "bfloat16": 748e12, "float64": 67e12}
 
 
@@ -93,8 +93,9 @@ DEFAULT_PROBLEMS = ("P1", "P2", "P3", "P4", "P5")
 
 def copy_bandwidth(gpu_name: str) -> float:
     """The copy bandwidth the floors take on a GPU of this name."""
+    words = gpu_name.split()
     for word, bandwidth in COPY_BANDWIDTHS.items():
-        if word in gpu_name:
+        if word in words:
             return bandwidth
     return COPY_BANDWIDTH
 

@@ -36,6 +36,7 @@ def test_floors_take_the_gpus_copy_bandwidth():
     h200 = bench.copy_bandwidth("NVIDIA H200")
     assert h200 == 4.20e12
     assert bench.copy_bandwidth("NVIDIA H100 80GB HBM3") == bench.copy_bandwidth("NVIDIA A100-SXM4-40GB") == bench.COPY_BANDWIDTH
+    assert bench.copy_bandwidth("NVIDIA GH200 480GB") == bench.COPY_BANDWIDTH  # another part, not measured here
     memory_bound, compute_bound = bench.PROBLEMS["X1"], bench.PROBLEMS["X2"]
     for floor in (bench.floor_seconds, bench.backward_floor_seconds):
         assert floor(memory_bound, "float16", "highest", h200) == pytest.approx(floor(memory_bound, "float16", "highest") * 2.96 / 4.20)
