@@ -4,7 +4,8 @@ Usage: ``python scripts/ptxas_report.py [SUBSTRING ...] [--arch sm_90]``.
 Compiles each matching instantiation of ``_kernels.all_instantiations()`` to
 PTX with NVRTC (CuPy's binding) and assembles it with ``ptxas -v`` from the
 CUDA toolkit (found next to ``nvcc`` or through $CUDA_HOME).  One line per
-kernel; a non-zero spill is flagged with "SPILL".
+kernel; a non-zero spill is flagged with "SPILL"; ptxas's warnings are printed as
+they come.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def main(argv=None) -> int:
             return 1
         current = None
         for line in result.stderr.splitlines():
+            if "warning" in line.lower():  # e.g. wgmma serialized (C7510 and kin)
+                print(line)
+                continue
             m = re.search(r"Compiling entry function '(\S+)'", line)
             if m:
                 current = lowered.get(m.group(1), m.group(1))
