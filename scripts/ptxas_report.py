@@ -4,8 +4,9 @@ Usage: ``python scripts/ptxas_report.py [SUBSTRING ...] [--arch sm_90]``.
 Compiles each matching instantiation of ``_kernels.all_instantiations()`` to
 PTX with NVRTC (CuPy's binding) and assembles it with ``ptxas -v`` from the
 CUDA toolkit (found next to ``nvcc`` or through $CUDA_HOME).  One line per
-kernel; a non-zero spill is flagged with "SPILL"; ptxas's warnings are printed as
-they come.
+kernel; a non-zero spill is flagged with "SPILL"; ptxas's warnings, and its
+wgmma notes (C75xx: an injected warpgroup.arrive, a serialized wgmma), are
+printed as they come.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
             return 1
         current = None
         for line in result.stderr.splitlines():
-            if "warning" in line.lower():  # e.g. wgmma serialized (C7510 and kin)
+            if "warning" in line.lower() or "(C75" in line:  # e.g. wgmma serialized (warnings C7510, C7514; info C7520)
                 print(line)
                 continue
             m = re.search(r"Compiling entry function '(\S+)'", line)
