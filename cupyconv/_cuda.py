@@ -666,6 +666,43 @@ def _resident_heuristic(geometry: Geometry, pass_name: str, dtype: str, index: s
     return None
 
 
+# conv_wgmma_split (conv_wgmma.cu: a producer warpgroup copies and
+# transposes the window while two consumer warpgroups issue the MMAs and
+# store) takes the 16-bit passes conv_wgmma_resident would run on its 128 x
+# 128 tile where they are one stride-1 correlation with no fold (P2's forward
+# pass and grad_input), ahead of it: perf notes v55.  With autotuning on it
+# still runs where it applies (it has one tile).  False keeps it off.
+USE_SPLIT = True
+
+
+@functools.lru_cache(maxsize=1024)
+def _split_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, max_shared: int, multiprocessors: int):
+    """(conv_wgmma_split launch, phase records), or None where it cannot run
+    this pass (not 16-bit; not one phase record with out_step 1 and no fold;
+    the weight row tile and its buffers over the shared memory).  The grid as
+    conv_wgmma_resident's with one block a multiprocessor."""
+    if dtype not in _kernels.SPLIT_DTYPES:
+        return None
+    copy = _resident_copy(geometry, pass_name, dtype)
+    problem = _window_problem(geometry, pass_name, dtype, copy) if copy is not None else None
+    if problem is None:
+        return None
+    flat, fold, red_channels, out_channels, source4, _ = problem
+    if len(flat) != 9 or fold != 1 or flat[2] != 1:
+        return None
+    max_taps, vectors, chunk_stride, shared = _kernels.split_layout(flat, dtype, red_channels)
+    if shared > max_shared:
+        return None
+    tile = _kernels.SPLIT_TILE
+    _, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride)
+    row_tiles = -(-out_channels // tile.bm) * geometry.groups
+    working = row_tiles if flat[7] else 0
+    items = source4[0] * -(-flat[0] // tile.bn)
+    per_combo = max(1, min(items, -(-multiprocessors // max(working, 1))))
+    blocks = _blocks_for(row_tiles * per_combo)
+    return _Launch("conv_wgmma.cu", _kernels.split_name(dtype, index, copy), blocks, _kernels.SPLIT_THREADS, scalars, shared), flat
+
+
 def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
     """Runs the pass with conv_wgmma_resident if it applies (its fill first,
     where that does); False if not."""
@@ -680,6 +717,11 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
         if heuristic is None or not (USE_RESIDENT_ANYWHERE or _resident_routed(geometry, pass_name, dtype, heuristic)):
             return False
     packed = _window_weight(weight, geometry, pass_name, dtype, fold=not fill, round_tf32=True)
+    if not fill and USE_SPLIT and heuristic == _kernels.SPLIT_TILE:
+        split = _split_plan(geometry, pass_name, dtype, index, max_shared, multiprocessors)
+        if split is not None:
+            _launch(split[0], (source4, packed, bias, out4, _phase_table(split[1])))
+            return True
 
     def launch(tile):
         plan, flat = _resident_plan(geometry, pass_name, dtype, index, tile, max_shared, multiprocessors, fill)

@@ -485,6 +485,34 @@ def resident_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str, channels
     return taps, vectors, chunk_stride, weight + RESIDENT_RAW_BUFFERS * raw + windows
 
 
+# conv_wgmma_split (conv_wgmma.cu): conv_wgmma_resident's 16-bit 128 x 128
+# GEMM with a producer warpgroup (window copies and transposes) beside two
+# consumer warpgroups (MMAs and the epilogue), mbarriers between them.
+SPLIT_THREADS = 384
+SPLIT_STAGES = 4  # transposed window buffers
+SPLIT_RAW = 3  # raw window buffers
+SPLIT_PART_BYTES = 16 * (64 + 4) * 4  # a consumer warp's staged 16 x 128 part
+SPLIT_TILE = WGMMA_TILES[0]
+SPLIT_DTYPES = ("float16", "bfloat16")
+
+
+def split_name(dtype: str, index: str, copy: int = 16) -> str:
+    return f"conv_wgmma_split<{CUDA_TYPE[dtype]}, {index}, {copy}>"
+
+
+def split_layout(flat: Tuple[int, ...], dtype: str, channels: int) -> Tuple[int, int, int, int]:
+    """(max_taps, window_vectors, chunk_stride, shared-memory bytes) of
+    conv_wgmma_split: conv_wgmma_resident's weight row tile and raw buffers
+    (resident_layout), SPLIT_STAGES transposed window buffers, the 8 consumer
+    warps' staged parts and 2 x SPLIT_STAGES mbarriers."""
+    taps, vectors, chunk_stride, _ = wgmma_layout(flat, SPLIT_TILE, dtype)
+    bk = WGMMA_CHUNKS * 16 // ITEMSIZE[dtype]
+    weight = -(-channels // bk) * taps * SPLIT_TILE.bm * WGMMA_CHUNKS * 16
+    raw = -(-(bk * (vectors | 1) * 16) // 128) * 128
+    windows = SPLIT_STAGES * WGMMA_CHUNKS * chunk_stride
+    return taps, vectors, chunk_stride, weight + SPLIT_RAW * raw + windows + 8 * SPLIT_PART_BYTES + 16 * SPLIT_STAGES
+
+
 class GradWeightWgmmaTile(NamedTuple):
     """A grad_weight_wgmma block: 64 output channels (wgmma's M) x `bn` input
     channels (its N) x up to `taps` kernel taps, two warpgroups."""
@@ -1475,6 +1503,7 @@ def all_instantiations() -> List[Tuple[str, str]]:
                             for copy in RESIDENT_COPY_BYTES
                             for fill in (False, True)
                         ]
+                        names += [("conv_wgmma.cu", split_name(dtype, index, copy)) for copy in RESIDENT_COPY_BYTES] if dtype in SPLIT_DTYPES else []
                 if dtype == "float32" and passes == 1:
                     names.append(("grad_weight_overlap.cu", grad_weight_overlap_name(dtype, index, 16)))
                     names.append(("grad_input_overlap.cu", grad_input_overlap_name(dtype, index)))

@@ -364,11 +364,13 @@ def _spy_resident(monkeypatch, multiprocessors=None):
     `multiprocessors`, its grid is sized for that many, so that each block
     works through many (image, column tile) items.  float32
     grad_input at stride 1 stays off grad_input_phase, which is routed ahead
-    of it where one tile of input channels covers a group."""
+    of it where one tile of input channels covers a group.  conv_wgmma_split,
+    routed ahead of it in 16-bit, is kept off (_spy_split turns it on)."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "USE_RESIDENT", True)
     monkeypatch.setattr(_cuda, "USE_RESIDENT_ANYWHERE", True)
+    monkeypatch.setattr(_cuda, "USE_SPLIT", False)
     monkeypatch.setattr(_cuda, "USE_CONV_TF32", False)
     monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
     if multiprocessors is not None:
@@ -811,6 +813,85 @@ def test_resident_row_copies(case, mode, multiprocessors, monkeypatch):
 
 
 
+# conv_wgmma_split (16-bit, 128 x 128 tiles, one stride-1 phase, no fold):
+# P2's shape on short rows (4 channel slices; the forward input's rows 4-byte
+# copies, grad_output's 16-byte ones), output channels that leave rows of the
+# tile empty (72, 96: the warps past them write one by one or not at all),
+# groups, 5 slices (the largest weight tile that fits), a last slice part
+# padding (100 channels), 8-byte copies with an odd output row (every tile
+# written one by one) and no bias, a dilation.  Ragged last column tiles.
+_SPLIT_CASES = [
+    Case("1d_split_p2", 1, 3, 128, 128, (3,), (1030,)),
+    Case("1d_split_rows72_d3", 1, 2, 40, 72, (5,), (1000,), padding=2, dilation=3),
+    Case("1d_split_g2", 1, 2, 192, 192, (4,), (520,), padding=1, groups=2),
+    Case("1d_split_c160", 1, 2, 160, 128, (3,), (600,)),
+    Case("1d_split_c100", 1, 2, 100, 96, (3,), (800,), padding=1),
+    Case("1d_split_odd_rows", 1, 2, 64, 128, (2,), (1004,), bias=False),
+]
+SPLIT_MODES = [m for m in WGMMA_MODES if m[0] in _kernels.SPLIT_DTYPES]
+
+
+def _spy_split(monkeypatch, multiprocessors=None):
+    """The names of the conv_wgmma_split builds launched (it on, wherever
+    conv_wgmma_resident would run with its tile: _spy_resident)."""
+    from cupyconv import _cuda
+
+    _spy_resident(monkeypatch, multiprocessors)
+    monkeypatch.setattr(_cuda, "USE_SPLIT", True)
+    names, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    return names
+
+
+@pytest.mark.parametrize("multiprocessors", [None, 3])
+@pytest.mark.parametrize("mode", SPLIT_MODES, ids=["-".join(m) for m in SPLIT_MODES])
+@pytest.mark.parametrize("case", _SPLIT_CASES, ids=str)
+def test_split_kernel(case, mode, multiprocessors, monkeypatch):
+    """conv_wgmma_split's forward pass (and grad_input, where it takes it)
+    against float64, within twice torch's error, in poisoned memory; with 3
+    multiprocessors' grid each block cycles its window buffers over many
+    items."""
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    names = _spy_split(monkeypatch, multiprocessors)
+    test_forward(case, mode)
+    assert any(n.startswith("conv_wgmma_split<") for n in names), "conv_wgmma_split did not run the forward pass"
+    test_backward(case, mode)
+
+
+@pytest.mark.parametrize("mode", SPLIT_MODES, ids=["-".join(m) for m in SPLIT_MODES])
+@pytest.mark.parametrize("case", _SPLIT_CASES, ids=str)
+def test_split_matches_resident(case, mode, monkeypatch):
+    """conv_wgmma_split's outputs are bitwise conv_wgmma_resident's: the same
+    MMAs in the same order, the same rounding."""
+    from cupyconv import _cuda
+
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    names = _spy_split(monkeypatch, 3)
+    rng = numpy.random.default_rng(22)
+    dtype = numpy_dtype(mode[0])
+    x, w, b = (_to_gpu(a, dtype) for a in case.arrays(rng, dtype))
+    outputs, ran = [], []
+    for split in (True, False):
+        monkeypatch.setattr(_cuda, "USE_SPLIT", split)
+        names.clear()
+        outputs.append(cupy.asnumpy(cupyconv.conv_transpose1d(x, w, b, **case.kwargs)))
+        ran.append([n.split("<")[0] for n in names if n.startswith("conv_wgmma_")])
+    assert ran == [["conv_wgmma_split"], ["conv_wgmma_resident"]]
+    assert outputs[0].tobytes() == outputs[1].tobytes()
+
+
+@pytest.mark.parametrize("case", [c for c in _SPLIT_CASES if c.name in ("1d_split_p2", "1d_split_rows72_d3")], ids=str)
+def test_split_64_bit_index(case, monkeypatch):
+    if not _is_hopper():
+        pytest.skip(_ON_HOPPER_ONLY)
+    names = _spy_split(monkeypatch, 3)
+    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    test_forward(case, ("bfloat16", "highest"))
+    assert any(n.startswith("conv_wgmma_split<") and "long long" in n for n in names)
+
+
 @pytest.mark.parametrize("case", _ROW_COPY_CASES, ids=str)
 def test_wgmma_x3_row_copies(case, monkeypatch):
     """conv_wgmma_x3's forward pass and grad_input on float32 source rows of
@@ -835,14 +916,15 @@ def test_wgmma_x3_row_copies(case, monkeypatch):
 
 # P1- and P2-like grad_input (batch 1) under the default thresholds: their
 # grad_output rows (L + 12 and L + 2 elements) are not whole 16-byte vectors
-# in 16-bit; conv_wgmma_resident copies them in 8- and 4-byte pieces.  P2's
-# float32 rows (L + 2) are not either: "highest" takes conv_wgmma_x3 in 8-byte
-# pieces, "tf32" conv_wgmma_tf32 (whole vectors from the aligned one below
-# each window; copy None: it has no copy size).
+# in 16-bit; conv_wgmma_resident (P1) and conv_wgmma_split (P2: 128 rows)
+# copy them in 8- and 4-byte pieces.  P2's float32 rows (L + 2) are not
+# either: "highest" takes conv_wgmma_x3 in 8-byte pieces, "tf32"
+# conv_wgmma_tf32 (whole vectors from the aligned one below each window; copy
+# None: it has no copy size).
 _GRAD_INPUT_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), dtype, "conv_wgmma_resident", 8) for dtype in ("float16", "bfloat16")
 ] + [
-    (dict(x=(1, 128, 8192), w=(128, 128, 3)), dtype, "conv_wgmma_resident", 4) for dtype in ("float16", "bfloat16")
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), dtype, "conv_wgmma_split", 4) for dtype in ("float16", "bfloat16")
 ] + [
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), "conv_wgmma_tf32", None),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "highest"), "conv_wgmma_x3", 8),
@@ -3118,9 +3200,10 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
 
 # Benchmark-like shapes (batch 1) under the default thresholds, and the wgmma
 # kernel each takes: conv_wgmma_resident for one-phase passes whose rows fit
-# one row tile (P1-like in every mode, P2-like in 16-bit) and, through its
-# fill, for P4-like ones (stride 2, dilation 2) in tf32 and 16-bit;
-# conv_wgmma_tf32 for P2-like ones in tf32 (128 rows).  float32 "highest" takes
+# one row tile (P1-like in every mode) and, through its fill, for P4-like
+# ones (stride 2, dilation 2) in tf32 and 16-bit; conv_wgmma_split for
+# P2-like ones in 16-bit (128 rows: conv_wgmma_resident's 128 x 128 tile);
+# conv_wgmma_tf32 for P2-like ones in tf32.  float32 "highest" takes
 # conv_wgmma_x3 where its row rule sends it (P1-, P2-like; not X3-like,
 # 16384 rows, nor P4-like, whose fill runs on conv_window).  X2-like takes
 # conv_fold in 16-bit, conv_tf32_multicast in "tf32" and conv_tf32_stream in
@@ -3132,7 +3215,8 @@ _WGMMA_ROUTES = [
     (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float16", "highest"), "conv_wgmma_resident"),
     (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "tf32"), "conv_wgmma_resident"),
     (dict(x=(1, 32, 16384), w=(32, 64, 3), stride=2, padding=1, dilation=2), ("float32", "highest"), None),
-    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float16", "highest"), "conv_wgmma_resident"),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float16", "highest"), "conv_wgmma_split"),
+    (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("bfloat16", "highest"), "conv_wgmma_split"),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "tf32"), "conv_wgmma_tf32"),
     (dict(x=(1, 32, 16384), w=(32, 64, 5), dilation=3), ("float32", "highest"), "conv_wgmma_x3"),
     (dict(x=(1, 128, 8192), w=(128, 128, 3)), ("float32", "highest"), "conv_wgmma_x3"),

@@ -108,14 +108,20 @@ def test_wgmma_compiles_for_sm_90a_without_spills():
     blocks), conv_wgmma_resident (its 128-register two-block builds too,
     since step k + 2's item stopped being worked out by division every step
     and the 16-bit transpose became ldmatrix/stmatrix: perf notes v22),
-    grad_weight_wgmma, and conv_wgmma_x3 (one block, two accumulator
-    sets)."""
+    grad_weight_wgmma, conv_wgmma_x3 (one block, two accumulator sets) and
+    conv_wgmma_split.  And no wgmma in the file is serialized (C7510, C7514,
+    C7520): conv_wgmma_split's consumers had every one serialized (C7520, a
+    compiler-inserted warpgroup.arrive in a path ptxas took as divergent)
+    until a barrier of their own came before each slice's MMAs (perf notes
+    v55)."""
     names = [name for filename, name in _kernels.all_instantiations() if filename == "conv_wgmma.cu"]
     per_index = len(_kernels.WGMMA_TILES) + 2 * len(_kernels.RESIDENT_VARIANTS) * len(_kernels.RESIDENT_COPY_BYTES)  # and the fill builds
     grad_weight = len(_kernels.GRAD_WEIGHT_WGMMA_TILES) * len(_kernels.RESIDENT_COPY_BYTES) * len(_kernels.GRAD_WEIGHT_WGMMA_DTYPES)
     x3 = len(_kernels.WGMMA_TILES) * len(_kernels.RESIDENT_COPY_BYTES)  # conv_wgmma_x3 (float32 only), each load size
-    assert len(names) == 2 * (per_index * len(_kernels.WINDOW_DTYPES) + x3 + grad_weight)
+    split = len(_kernels.SPLIT_DTYPES) * len(_kernels.RESIDENT_COPY_BYTES)  # conv_wgmma_split (16-bit), each copy size
+    assert len(names) == 2 * (per_index * len(_kernels.WINDOW_DTYPES) + x3 + grad_weight + split)
     log, lowered = _compile_sm_90a("conv_wgmma.cu", names)
+    assert "C7514" not in log and "C7510" not in log and "C7520" not in log and "serialized" not in log, log
     reports = _spill_stores(log)
     assert set(reports) == set(lowered)
     two_block = {_kernels.resident_name(d, i, t, 2, c) for d in _kernels.WINDOW_DTYPES for i in _kernels.INDEX_TYPES

@@ -644,6 +644,52 @@ __device__ __forceinline__ void stage_part16(const float (&acc)[64], unsigned* s
         stmatrix_x4(lane_row + 4 * j, words);
     }
 }
+// A warp's staged 16 x 128 part (stage_part16: row r at staged + r *
+// row_words words) out to rows out_rows + r * out_w, every row and column
+// existing and each row's pairs 4-byte aligned: 16-byte vectors aligned in
+// global memory.  A row that starts a elements past a 16-byte boundary (a
+// even) is written as cols [8l - a, 8l - a + 8) for l = 1..15 by lanes 1..15
+// of its half-warp (and l = 0 where a is 0); then lanes 2r and 2r + 1 write
+// row r's first 8 - a and last a columns, at most 12 bytes each (a 4-, an 8-
+// and a 4-byte store as alignment allows), all 32 lanes at once (perf notes
+// v22: lane 0 writing both ends of every row in turn was a sixth of P2's
+// instructions).
+template <typename T, typename Index>
+__device__ __forceinline__ void write_part16(const unsigned* staged, int row_words, T* out_rows, int out_w, int lane) {
+    __syncwarp();
+    const int l = lane % 16;
+#pragma unroll 2
+    for (int it = 0; it < 8; ++it) {
+        const int r = 2 * it + lane / 16;
+        T* const row = out_rows + r * static_cast<Index>(out_w);
+        const int a = static_cast<int>(reinterpret_cast<unsigned long long>(row) / sizeof(T) % 8);
+        const unsigned* const src = staged + r * row_words;
+        if (l > 0 || a == 0) {
+            const int c = (8 * l - a) / 2;  // first word
+            store_global16(row + 8 * l - a, make_uint4(src[c], src[c + 1], src[c + 2], src[c + 3]));
+        }
+    }
+    {
+        const int r = lane / 2;
+        T* const row = out_rows + r * static_cast<Index>(out_w);
+        const int a = static_cast<int>(reinterpret_cast<unsigned long long>(row) / sizeof(T) % 8);
+        const unsigned* const src = staged + r * row_words;
+        // columns [c, end): 2 to 6 of them, c even, row + c 4-byte aligned
+        int c = lane % 2 == 0 ? 0 : 128 - a;
+        const int end = lane % 2 == 0 ? 8 - a : 128;
+        if (a != 0) {
+            if (reinterpret_cast<unsigned long long>(row + c) % 8 != 0) {
+                *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
+                c += 2;
+            }
+            if (c + 4 <= end) {
+                *reinterpret_cast<uint2*>(row + c) = make_uint2(src[c / 2], src[c / 2 + 1]);
+                c += 4;
+            }
+            if (c < end) *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
+        }
+    }
+}
 #endif
 // Two consecutive outputs (8 bytes of float, 4 of half or bfloat16) in one store.
 template <typename T>
@@ -985,15 +1031,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
                 }
             } else {
                 // Each warp stages its 16 rows x 128 columns (16-bit, the bias
-                // added) over the window buffers, then writes 16-byte vectors
-                // aligned in global memory: a row that starts a elements past
-                // a 16-byte boundary (a even) is written as cols [8l - a,
-                // 8l - a + 8) for l = 1..15 by lanes 1..15 of its half-warp
-                // (and l = 0 where a is 0); then lanes 2r and 2r + 1 write
-                // row r's first 8 - a and last a columns, at most 12 bytes
-                // each (a 4-, an 8- and a 4-byte store as alignment allows),
-                // all 32 lanes at once (perf notes v22: lane 0 writing both
-                // ends of every row in turn was a sixth of P2's instructions).
+                // added) over the window buffers, then writes them out
+                // (write_part16).
                 constexpr int WROW = 64 + 4;  // words per staged row (an odd number of 16-byte units: conflict-free)
                 __syncthreads();              // every warpgroup's MMAs are done: the window buffers are free
                 unsigned* const staged = reinterpret_cast<unsigned*>(trans_base) + (tid / 32) * 16 * WROW;
@@ -1003,39 +1042,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
                 } else {
                     stage_part16<T, false>(acc, staged, WROW, part_bias, lane);
                 }
-                __syncwarp();
-                const int l = lane % 16;
-#pragma unroll 2
-                for (int it = 0; it < 8; ++it) {
-                    const int r = 2 * it + lane / 16;
-                    T* const row = out_rows + r * static_cast<Index>(out_w);
-                    const int a = static_cast<int>(reinterpret_cast<unsigned long long>(row) / sizeof(T) % 8);
-                    const unsigned* const src = staged + r * WROW;
-                    if (l > 0 || a == 0) {
-                        const int c = (8 * l - a) / 2;  // first word
-                        store_global16(row + 8 * l - a, make_uint4(src[c], src[c + 1], src[c + 2], src[c + 3]));
-                    }
-                }
-                {
-                    const int r = lane / 2;
-                    T* const row = out_rows + r * static_cast<Index>(out_w);
-                    const int a = static_cast<int>(reinterpret_cast<unsigned long long>(row) / sizeof(T) % 8);
-                    const unsigned* const src = staged + r * WROW;
-                    // columns [c, end): 2 to 6 of them, c even, row + c 4-byte aligned
-                    int c = lane % 2 == 0 ? 0 : 128 - a;
-                    const int end = lane % 2 == 0 ? 8 - a : 128;
-                    if (a != 0) {
-                        if (reinterpret_cast<unsigned long long>(row + c) % 8 != 0) {
-                            *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
-                            c += 2;
-                        }
-                        if (c + 4 <= end) {
-                            *reinterpret_cast<uint2*>(row + c) = make_uint2(src[c / 2], src[c / 2 + 1]);
-                            c += 4;
-                        }
-                        if (c < end) *reinterpret_cast<unsigned*>(row + c) = src[c / 2];
-                    }
-                }
+                write_part16<T, Index>(staged, WROW, out_rows, out_w, lane);
             }
             return;
         }
@@ -1097,6 +1104,303 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
         wgmma_wait<0>();
         pin(acc);
         epilogue(i);
+    }
+#endif
+}
+
+// conv_wgmma_split: conv_wgmma_resident's 16-bit GEMM on 128 x 128 tiles
+// (one stride-1 phase, no fold: P2's forward pass and grad_input) with the
+// work split by role, so that the tensor cores are not kept waiting on each
+// warp's copies and transposes (perf notes v55).  conv_wgmma_resident's 8
+// warps each copy, transpose, issue MMAs and store, with two block-wide
+// barriers a channel slice, and its instruction stream is the critical path
+// (perf notes v54: 1447 instructions a warp an item at 6.5 cycles each,
+// against 3.1 k cycles of MMAs).  Here a block is three warpgroups:
+//   * warpgroup 2, the producer: each step's raw window slice by cp.async
+//     SPLIT_RAW - 1 steps ahead (as conv_wgmma_resident's, 4 threads a
+//     channel row),
+//     then its transpose into one of SPLIT_STAGES window buffers; it waits
+//     only for that buffer's `empty` mbarrier and its own copies (a named
+//     barrier among its 128 threads), and arrives on the buffer's `full`
+//     mbarrier (each thread after fence.proxy.async);
+//   * warpgroups 0 and 1, the consumers: rows 64 w.. of the tile; per step
+//     they wait for `full` (and for each other: named barrier 2, which
+//     keeps ptxas from serializing the MMAs), issue the slice's MMAs, and
+//     once the previous step's are done (wgmma.wait_group 1) arrive on its
+//     buffer's `empty` (lane 0 of each warp).  After an item's last slice
+//     each warp stages its 16 x 128 part in an area of its own
+//     (stage_part16) and writes it out (write_part16), with no block-wide
+//     barrier: the producer meanwhile fills the next item's buffers.
+//     (Writing the part in pieces after each of the next item's slices'
+//     MMAs were issued measured 13% slower on P2: perf notes v55.)
+// The weight's row tile is resident as in conv_wgmma_resident, copied once
+// by every thread before the roles part.  A warp whose part is not all in
+// the output (a ragged last column tile, rows past the output channels)
+// writes its outputs one by one from its accumulators.
+//
+// Shared memory (host: _kernels.split_layout): the weight, SPLIT_RAW raw
+// buffers, SPLIT_STAGES window buffers, 8 warps' staged parts and the
+// mbarriers.  Requirements checked by the host: compute capability 9.0
+// (sm_90a), one phase record with in_step and out_step 1, fold 1 (fold_shift
+// 0), 16-bit values, a 16-byte-aligned input, source rows a whole number of
+// COPY bytes.
+constexpr int SPLIT_THREADS = 384;                    // two consumer warpgroups, one producer warpgroup
+constexpr int SPLIT_STAGES = 4;                       // transposed window buffers
+constexpr int SPLIT_RAW = 3;                          // raw window buffers (those loaded ahead, and the one transposed)
+constexpr int SPLIT_PART_WORDS = 64 + 4;              // words a staged row of a warp's part (odd 16-byte units: conflict-free)
+constexpr int SPLIT_PART_BYTES = 16 * SPLIT_PART_WORDS * 4;  // a warp's staged part
+constexpr int SPLIT_TRANSPOSE_AT_ONCE = 5;            // vectors a producer warp transposes at once
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// An arrival on the mbarrier at `address` where `go`, predicated inside the
+// asm (a branch around it among a warpgroup's MMAs in flight would make
+// ptxas serialize them, as cluster_release's note says).
+__device__ __forceinline__ void mbarrier_arrive_if(unsigned address, bool go) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(address), "r"(go ? 1 : 0)
+                 : "memory");
+}
+// The producer warpgroup's own barrier (named barrier 1, its 128 threads),
+// and the consumer warpgroups' (named barrier 2, their 256).  (A barrier a
+// consumer warpgroup, its id in a register, measured 4% faster on P2 but
+// was not run through the tests: perf notes v55.)
+__device__ __forceinline__ void split_producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+__device__ __forceinline__ void split_consumers_sync() { asm volatile("bar.sync 2, 256;\n" ::: "memory"); }
+#endif
+
+template <typename T, typename Index, int COPY>
+__global__ void __launch_bounds__(SPLIT_THREADS, 1) conv_wgmma_split(
+    const T* __restrict__ in, const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ out,
+    const int* __restrict__ phases, int num_phases, int fold_shift,
+    int batch, int groups, int channels, int channels_padded, int out_channels,
+    int in_w, int out_w, int kernel_w,
+    int max_taps, int window_vectors, int chunk_stride,
+    int m_tiles, int col_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(sizeof(T) == 2, "16-bit values (wgmma reads float B K-major only, and TF32 has its own kernels)");
+    constexpr int BM = 128, BN = 128;
+    constexpr int VEC = 8;                  // channels per chunk, positions per vector
+    constexpr int BK = WGMMA_CHUNKS * VEC;  // channels per slice
+    constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;
+    constexpr int UNIT = COPY / sizeof(T);
+    static_assert((COPY == 16 || COPY == 8 || COPY == 4) && UNIT >= 1, "cp.async copies 4, 8 or 16 bytes");
+    (void)col_tiles, (void)fold_shift;
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x;
+    const int warpgroup = tid / 128;
+
+    const int combos = num_phases * m_tiles * groups;
+    const int combo = blockIdx.x % combos;
+    const int per_combo = gridDim.x / combos;
+    const int first_item = blockIdx.x / combos;
+    const int m_tile = (combo / num_phases) % m_tiles;
+    const int group = combo / (num_phases * m_tiles);
+    const AxisPhase p = load_axis_phase(phases, combo % num_phases);
+    const int my_col_tiles = (p.count + BN - 1) / BN;
+    const int items = batch * my_col_tiles;
+    const int my_items = first_item < items ? (items - first_item + per_combo - 1) / per_combo : 0;
+    if (my_items == 0) return;
+
+    const int taps = p.tap_count;
+    const int tap_span = taps > 0 ? (taps - 1) * abs(p.tap_in_step) : 0;
+    const int lo_base = p.in_base - (p.tap_in_step < 0 ? tap_span : 0);
+    const int head = lo_base - floor_to(lo_base, VEC);
+    const int slices = taps > 0 ? (channels + BK - 1) / BK : 0;
+    const int rows = out_channels;
+
+    const int raw_row = (window_vectors | 1) * 16;
+    const int raw_bytes = (BK * raw_row + 127) / 128 * 128;
+    const int a_bytes = (channels + BK - 1) / BK * max_taps * A_TAP;
+    const int trans_bytes = WGMMA_CHUNKS * chunk_stride;
+    unsigned char* const raw_base = smem + a_bytes;
+    unsigned char* const trans_base = raw_base + SPLIT_RAW * raw_bytes;
+    unsigned char* const parts = trans_base + SPLIT_STAGES * trans_bytes;
+    const unsigned barriers = shared_address(parts + 8 * SPLIT_PART_BYTES);  // full[b] at + 8 b, empty[b] at + 8 (STAGES + b)
+
+    auto item_of = [&](int i, int& n, int& q0) {
+        const int item = first_item + i * per_combo;
+        n = item / my_col_tiles;
+        q0 = item % my_col_tiles * BN;
+    };
+
+    // The weight's row tile (every thread), and the barriers.
+    {
+        const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
+        const int pairs = BM * WGMMA_CHUNKS;
+        const int total = slices * taps * pairs;
+        for (int task = tid; task < total; task += SPLIT_THREADS) {
+            const int pair = task % pairs, st = task / pairs;
+            const int s = st / taps, t = st % taps;
+            const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
+            const int m = m_tile * BM + row;
+            const int c = s * BK + chunk * VEC;
+            const bool valid = m < rows && c < channels_padded;
+            const T* src = weight + w_base + (static_cast<Index>(p.tap_first + t * p.tap_step) * out_channels + m) * channels_padded + c;
+            cp_async16(smem + (s * max_taps + t) * A_TAP + (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16,
+                       valid ? src : weight, valid);
+        }
+        cp_async_commit();
+        if (tid == 0) {
+            for (int b = 0; b < SPLIT_STAGES; ++b) {
+                mbarrier_init(barriers + 8 * b, 128);                  // full: every producer thread
+                mbarrier_init(barriers + 8 * (SPLIT_STAGES + b), 8);   // empty: lane 0 of every consumer warp
+            }
+            fence_mbarrier_init();
+        }
+        cp_async_wait_all();
+        fence_proxy_async();
+        __syncthreads();
+    }
+    const int steps = my_items * slices;
+
+    if (warpgroup == 2) {
+        // The producer.  Step k (item i, slice s): raw buffer k % SPLIT_RAW,
+        // window buffer k % SPLIT_STAGES.
+        const int ptid = tid - 256;
+        constexpr int LANES = 128 / BK;  // threads a channel row
+        const int my_channel = ptid / LANES, my_lane = ptid % LANES;
+        int item_first = 0;   // window_first of the item being loaded
+        Index item_rows = 0;  // and its first channel row
+        auto load_raw = [&](int k, int i, int s) {
+            if (s == 0) {
+                int n, q0;
+                item_of(i, n, q0);
+                item_first = floor_to(lo_base + q0, VEC);
+                item_rows = (static_cast<Index>(n) * groups + group) * channels;
+            }
+            const int window_first = item_first;
+            const int channel = s * BK + my_channel;
+            const T* const src = in + (item_rows + channel) * static_cast<Index>(in_w) + window_first;
+            unsigned char* const dst = raw_base + (k % SPLIT_RAW) * raw_bytes + my_channel * raw_row;
+            const int copies = window_vectors * (16 / COPY);
+            if (channel < channels && window_first >= 0 && window_first + copies * UNIT <= in_w) {
+                for (int u = my_lane; u < copies; u += LANES) cp_async_vector<COPY>(dst + u * COPY, src + u * UNIT, true);
+            } else {
+                for (int u = my_lane; u < copies; u += LANES) {
+                    const int l = window_first + u * UNIT;
+                    const bool valid = channel < channels && l >= 0 && l < in_w;
+                    cp_async_vector<COPY>(dst + u * COPY, valid ? src + u * UNIT : in, valid);
+                }
+            }
+        };
+        constexpr int AHEAD = SPLIT_RAW - 1;  // steps loaded ahead of the one transposed
+#pragma unroll
+        for (int j = 0; j < AHEAD; ++j) {
+            if (j < steps) load_raw(j, j / slices, j % slices);
+            cp_async_commit();
+        }
+        const int lane = ptid % 32, pw = ptid / 32;
+        for (int i = 0, k = 0; i < my_items; ++i) {
+            for (int s = 0; s < slices; ++s, ++k) {
+                cp_async_wait_group<AHEAD - 1>();  // this thread's copies of step k are here
+                split_producer_sync();             // ... every producer thread's; raw buffer (k + AHEAD) % SPLIT_RAW is free
+                if (k + AHEAD < steps) {
+                    int i2 = i, s2 = s + AHEAD;
+                    for (int wrap = 0; wrap < AHEAD && s2 >= slices; ++wrap) s2 -= slices, ++i2;
+                    load_raw(k + AHEAD, i2, s2);
+                }
+                cp_async_commit();
+                const int b = k % SPLIT_STAGES;
+                if (k >= SPLIT_STAGES) mbarrier_wait(barriers + 8 * (SPLIT_STAGES + b), (k / SPLIT_STAGES + 1) & 1);
+                // The transpose (as conv_wgmma_resident's, over 4 warps):
+                // vector v's four chunks' 8 x 8 blocks in one ldmatrix.x4.trans
+                // and out in one stmatrix.x4.
+                const unsigned char* const src = raw_base + (k % SPLIT_RAW) * raw_bytes + lane * raw_row;
+                unsigned char* const dst = trans_base + b * trans_bytes + (lane / 8) * chunk_stride + (lane % 8) * 16;
+                for (int v0 = pw; v0 < window_vectors; v0 += 4 * SPLIT_TRANSPOSE_AT_ONCE) {
+                    unsigned block[SPLIT_TRANSPOSE_AT_ONCE][4];
+#pragma unroll
+                    for (int u = 0; u < SPLIT_TRANSPOSE_AT_ONCE; ++u)
+                        if (v0 + 4 * u < window_vectors) ldmatrix_x4_trans(block[u], src + (v0 + 4 * u) * 16);
+#pragma unroll
+                    for (int u = 0; u < SPLIT_TRANSPOSE_AT_ONCE; ++u)
+                        if (v0 + 4 * u < window_vectors) stmatrix_x4(dst + (v0 + 4 * u) * 128, block[u]);
+                }
+                fence_proxy_async();
+                mbarrier_arrive(barriers + 8 * b);
+            }
+        }
+        return;
+    }
+
+    // The consumers.
+    const int wm = warpgroup * 64;
+    const int lane = tid % 32, w = (tid / 32) % 4;
+    const int row0 = m_tile * BM + wm + 16 * w;  // this warp's first output channel
+    unsigned* const staged = reinterpret_cast<unsigned*>(parts + (tid / 32) * SPLIT_PART_BYTES);
+    const bool direct_rows = p.out_step == 1 && row0 + 16 <= rows && out_w % 2 == 0 && p.out_base % 2 == 0 &&
+                             reinterpret_cast<unsigned long long>(out) % (2 * sizeof(T)) == 0;
+    const T* const part_bias = bias != nullptr ? bias + group * out_channels + row0 : nullptr;
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+
+    // Item i's part: staged, its rows returned for write_part16; or, where
+    // it is not all in the output, written one by one (nullptr returned).
+    auto epilogue = [&](int i) -> T* {
+        int n, q0;
+        item_of(i, n, q0);
+        T* const out_rows = out + (static_cast<Index>(n) * groups + group) * out_channels * static_cast<Index>(out_w);
+        if (direct_rows && q0 + BN <= p.count && p.out_base + q0 >= 0 && p.out_base + q0 + BN <= out_w) {
+            __syncwarp();  // the previous part's writes have read the staging area (write_part16 syncs the warp before reading)
+            if (part_bias != nullptr) {
+                stage_part16<T, true>(acc, staged, SPLIT_PART_WORDS, part_bias, lane);
+            } else {
+                stage_part16<T, false>(acc, staged, SPLIT_PART_WORDS, part_bias, lane);
+            }
+            return out_rows + row0 * static_cast<Index>(out_w) + p.out_base + q0;
+        }
+        // One by one: rows g and g + 8, columns 8 j + 2 t4 (+ 1) of this warp's part.
+        const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = row0 + g + 8 * h;
+            if (r >= rows) continue;
+            const float b = bias != nullptr ? ValueTraits<T>::to_acc(bias[group * out_channels + r]) : 0.0f;
+            T* const row = out_rows + r * static_cast<Index>(out_w);
+#pragma unroll
+            for (int j = 0; j < 16; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int q = q0 + 8 * j + 2 * t4 + e;
+                    const int o = p.out_base + q * p.out_step;
+                    if (q < p.count && o >= 0 && o < out_w) row[o] = ValueTraits<T>::from_acc(acc[4 * j + 2 * h + e] + b);
+                }
+        }
+        return nullptr;
+    };
+
+    if (slices == 0) {
+        for (int i = 0; i < my_items; ++i) {
+            T* const rows_out = epilogue(i);
+            if (rows_out != nullptr) write_part16<T, Index>(staged, SPLIT_PART_WORDS, rows_out, out_w, lane);
+        }
+        return;
+    }
+    const unsigned base = shared_address(smem);
+    const unsigned long long a_desc = wgmma_descriptor(base + (wm / 8) * (WGMMA_CHUNKS * 128), 128, WGMMA_CHUNKS * 128);
+    const unsigned long long b_desc = wgmma_descriptor(base + static_cast<unsigned>(trans_base - smem) + head * 16, chunk_stride, 128);
+    const int b_first = p.tap_in_step < 0 ? (taps - 1) * -p.tap_in_step : 0;
+    for (int i = 0, k = 0; i < my_items; ++i) {
+        for (int s = 0; s < slices; ++s, ++k) {
+            const int b = k % SPLIT_STAGES;
+            mbarrier_wait(barriers + 8 * b, (k / SPLIT_STAGES) & 1);
+            // The consumers' own barrier: without a convergence point here
+            // ptxas put a warpgroup.arrive in a path it took as divergent
+            // and serialized every wgmma (C7520: each followed by a wait for
+            // it; perf notes v55).
+            split_consumers_sync();
+            pin(acc);
+            slice_mmas<T, WGMMA_STRAIGHT_TAPS>(acc, taps, a_desc + ((s * max_taps * A_TAP) >> 4), A_TAP >> 4,
+                                               b_desc + ((b * trans_bytes) >> 4), b_first, p.tap_in_step, chunk_stride, s > 0);
+            wgmma_wait<1>();  // step k - 1's MMAs are done: its buffer is free
+            mbarrier_arrive_if(barriers + 8 * (SPLIT_STAGES + (k + SPLIT_STAGES - 1) % SPLIT_STAGES), s > 0 && lane == 0);
+        }
+        wgmma_wait<0>();
+        pin(acc);
+        if (lane == 0) mbarrier_arrive(barriers + 8 * (SPLIT_STAGES + (k + SPLIT_STAGES - 1) % SPLIT_STAGES));
+        T* const rows_out = epilogue(i);
+        if (rows_out != nullptr) write_part16<T, Index>(staged, SPLIT_PART_WORDS, rows_out, out_w, lane);
     }
 #endif
 }
