@@ -1118,11 +1118,10 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
 // against 3.1 k cycles of MMAs).  Here a block is three warpgroups:
 //   * warpgroup 2, the producer: each step's raw window slice by cp.async
 //     SPLIT_RAW - 1 steps ahead (as conv_wgmma_resident's, 4 threads a
-//     channel row),
-//     then its transpose into one of SPLIT_STAGES window buffers; it waits
-//     only for that buffer's `empty` mbarrier and its own copies (a named
-//     barrier among its 128 threads), and arrives on the buffer's `full`
-//     mbarrier (each thread after fence.proxy.async);
+//     channel row), then its transpose into one of SPLIT_STAGES window
+//     buffers; it waits only for that buffer's `empty` mbarrier and its own
+//     copies (a named barrier among its 128 threads), and arrives on the
+//     buffer's `full` mbarrier (each thread after fence.proxy.async);
 //   * warpgroups 0 and 1, the consumers: rows 64 w.. of the tile; per step
 //     they wait for `full` (and for each other: named barrier 2, which
 //     keeps ptxas from serializing the MMAs), issue the slice's MMAs, and
@@ -1132,7 +1131,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
 //     (stage_part16) and writes it out (write_part16), with no block-wide
 //     barrier: the producer meanwhile fills the next item's buffers.
 //     (Writing the part in pieces after each of the next item's slices'
-//     MMAs were issued measured 13% slower on P2: perf notes v55.)
+//     MMAs were issued measured 13% slower on P2, in a build whose MMAs
+//     ptxas had serialized: perf notes v55.)
 // The weight's row tile is resident as in conv_wgmma_resident, copied once
 // by every thread before the roles part.  A warp whose part is not all in
 // the output (a ragged last column tile, rows past the output channels)
