@@ -1160,11 +1160,14 @@ __device__ __forceinline__ void mbarrier_arrive_if(unsigned address, bool go) {
                  : "memory");
 }
 // The producer warpgroup's own barrier (named barrier 1, its 128 threads),
-// and the consumer warpgroups' (named barrier 2, their 256).  (A barrier a
-// consumer warpgroup, its id in a register, measured 4% faster on P2 but
-// was not run through the tests: perf notes v55.)
+// and a consumer warpgroup's (named barrier 2 + warpgroup, its 128: the id in
+// a register).  One barrier of both consumer warpgroups (256 threads) also
+// kept ptxas from serializing the MMAs, but tied each warpgroup to the other:
+// 4% slower on P2 (perf notes v55).
 __device__ __forceinline__ void split_producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
-__device__ __forceinline__ void split_consumers_sync() { asm volatile("bar.sync 2, 256;\n" ::: "memory"); }
+__device__ __forceinline__ void split_consumer_sync(int warpgroup) {
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + warpgroup) : "memory");
+}
 #endif
 
 template <typename T, typename Index, int COPY>
@@ -1385,11 +1388,11 @@ __global__ void __launch_bounds__(SPLIT_THREADS, 1) conv_wgmma_split(
         for (int s = 0; s < slices; ++s, ++k) {
             const int b = k % SPLIT_STAGES;
             mbarrier_wait(barriers + 8 * b, (k / SPLIT_STAGES) & 1);
-            // The consumers' own barrier: without a convergence point here
+            // The warpgroup's own barrier: without a convergence point here
             // ptxas put a warpgroup.arrive in a path it took as divergent
             // and serialized every wgmma (C7520: each followed by a wait for
             // it; perf notes v55).
-            split_consumers_sync();
+            split_consumer_sync(warpgroup);
             pin(acc);
             slice_mmas<T, WGMMA_STRAIGHT_TAPS>(acc, taps, a_desc + ((s * max_taps * A_TAP) >> 4), A_TAP >> 4,
                                                b_desc + ((b * trans_bytes) >> 4), b_first, p.tap_in_step, chunk_stride, s > 0);
