@@ -819,6 +819,118 @@ __device__ __forceinline__ void store_fill_part(const float (&d)[64], T* __restr
     }
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The resident kernels' blocks (conv_wgmma_resident, conv_wgmma_split): a
+// block's (phase, row tile, group) combination is blockIdx.x % combos, and
+// its items (image n, column tile q0 / BN) are items first_item, first_item +
+// per_combo, .. of the phase's batch x col_tiles (BN columns a tile over
+// `columns`: the phase's count, or with the fill epilogue every output).
+struct ResidentBlock {
+    AxisPhase p;
+    int m_tile, group;
+    int per_combo, first_item, col_tiles;
+    int items;  // this block's
+    template <int BN>
+    __device__ __forceinline__ void item(int i, int& n, int& q0) const {
+        const int at = first_item + i * per_combo;
+        n = at / col_tiles;
+        q0 = at % col_tiles * BN;
+    }
+};
+template <int BN, bool FILL>
+__device__ __forceinline__ ResidentBlock resident_block(const int* __restrict__ phases, int num_phases, int m_tiles, int groups, int batch,
+                                                        int out_w) {
+    ResidentBlock b;
+    const int combos = num_phases * m_tiles * groups;
+    const int combo = blockIdx.x % combos;
+    b.per_combo = gridDim.x / combos;
+    b.first_item = blockIdx.x / combos;
+    b.m_tile = (combo / num_phases) % m_tiles;
+    b.group = combo / (num_phases * m_tiles);
+    b.p = load_axis_phase(phases, combo % num_phases);
+    const int columns = FILL ? (out_w + FILL_STEP - 1) / FILL_STEP : b.p.count;  // FILL: every output, the bias-only ones too
+    b.col_tiles = (columns + BN - 1) / BN;
+    const int items = batch * b.col_tiles;
+    b.items = b.first_item < items ? (items - b.first_item + b.per_combo - 1) / b.per_combo : 0;
+    return b;
+}
+
+// A resident block's row tile of the weight (BM rows m_tile * BM.., row m:
+// output channel m >> fold_shift at tap offset m & (fold - 1)), every channel
+// slice and tap, into shared memory by cp.async from THREADS threads: (slice
+// s, tap t) at (s * max_taps + t) * A_TAP bytes in conv_wgmma's A layout, zeros
+// for rows past `rows` and channels past channels_padded.  The caller commits.
+template <typename T, typename Index, int BM, int THREADS>
+__device__ __forceinline__ void copy_weight_rows(unsigned char* smem, const T* __restrict__ weight, const AxisPhase& p, int group,
+                                                 int kernel_w, int out_channels, int channels_padded, int rows, int m_tile,
+                                                 int fold_shift, int slices, int taps, int max_taps, int tid) {
+    constexpr int VEC = 16 / sizeof(T);
+    constexpr int BK = WGMMA_CHUNKS * VEC;
+    constexpr int A_TAP = BM * WGMMA_CHUNKS * 16;
+    const int fold = 1 << fold_shift;
+    const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
+    const int pairs = BM * WGMMA_CHUNKS;
+    const int total = slices * taps * pairs;
+    for (int task = tid; task < total; task += THREADS) {
+        const int pair = task % pairs, st = task / pairs;
+        const int s = st / taps, t = st % taps;
+        const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
+        const int m = m_tile * BM + row;
+        const int co = m >> fold_shift, r = m & (fold - 1);
+        const int c = s * BK + chunk * VEC;
+        const bool valid = m < rows && c < channels_padded;
+        const T* src = weight + w_base + (static_cast<Index>(p.tap_first + r + t * p.tap_step) * out_channels + co) * channels_padded + c;
+        cp_async16(smem + (s * max_taps + t) * A_TAP + (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16,
+                   valid ? src : weight, valid);
+    }
+}
+
+// Channel `channel`'s row of a window slice into dst by cp.async, COPY
+// bytes a copy, copies my_lane, my_lane + LANES, .. of it (LANES threads a
+// row): window_vectors 16-byte vectors from input position window_first
+// (src: that position of the row).  A row wholly inside the input and its
+// channels copies with no checks; otherwise the copies outside are zeros.
+template <typename T, int COPY, int LANES>
+__device__ __forceinline__ void copy_window_row(unsigned char* dst, const T* src, const T* __restrict__ in, int channel, int channels,
+                                                int window_first, int in_w, int window_vectors, int my_lane) {
+    constexpr int UNIT = COPY / sizeof(T);
+    const int copies = window_vectors * (16 / COPY);
+    if (channel < channels && window_first >= 0 && window_first + copies * UNIT <= in_w) {
+        for (int u = my_lane; u < copies; u += LANES) cp_async_vector<COPY>(dst + u * COPY, src + u * UNIT, true);
+    } else {
+        for (int u = my_lane; u < copies; u += LANES) {
+            const int l = window_first + u * UNIT;
+            const bool valid = channel < channels && l >= 0 && l < in_w;  // in_w % UNIT == 0: all or nothing
+            cp_async_vector<COPY>(dst + u * COPY, valid ? src + u * UNIT : in, valid);
+        }
+    }
+}
+
+// A 16-bit raw window slice (channel ch's row at src0 + ch * raw_row) into
+// the window buffer dst0 (chunk c, position v at c * chunk_stride + 16 v) by
+// WARPS warps: warp `warp` takes vectors v = warp, warp + WARPS, ..: the four
+// chunks' 8 x 8 blocks (channels 8i + j, positions 8v + ..) in one
+// ldmatrix.x4.trans (lane 8i + j: channel 8i + j's row) and out transposed in
+// one stmatrix.x4 (lane 8i + j: position 8v + j's 16 bytes of chunk i),
+// AT_ONCE vectors' loads in flight before their stores.
+template <int WARPS, int AT_ONCE>
+__device__ __forceinline__ void transpose_slice16(const unsigned char* src0, unsigned char* dst0, int raw_row, int chunk_stride,
+                                                  int window_vectors, int warp, int lane) {
+    static_assert(WGMMA_CHUNKS == 4, "one ldmatrix.x4 per vector: the four chunks");
+    const unsigned char* const src = src0 + lane * raw_row;  // channel lane (8i + j)
+    unsigned char* const dst = dst0 + (lane / 8) * chunk_stride + (lane % 8) * 16;
+    for (int v0 = warp; v0 < window_vectors; v0 += WARPS * AT_ONCE) {
+        unsigned block[AT_ONCE][4];
+#pragma unroll
+        for (int u = 0; u < AT_ONCE; ++u)
+            if (v0 + WARPS * u < window_vectors) ldmatrix_x4_trans(block[u], src + (v0 + WARPS * u) * 16);
+#pragma unroll
+        for (int u = 0; u < AT_ONCE; ++u)
+            if (v0 + WARPS * u < window_vectors) stmatrix_x4(dst + (v0 + WARPS * u) * 128, block[u]);
+    }
+}
+#endif
+
 template <typename T, typename Index, int BM, int BN, int MIN_BLOCKS, int COPY, bool FILL = false>
 __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident(
     const T* __restrict__ in, const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ out,
@@ -845,17 +957,9 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     const int warpgroup = tid / 128;
 
     // The block's combination and items.
-    const int combos = num_phases * m_tiles * groups;
-    const int combo = blockIdx.x % combos;
-    const int per_combo = gridDim.x / combos;
-    const int first_item = blockIdx.x / combos;
-    const int m_tile = (combo / num_phases) % m_tiles;
-    const int group = combo / (num_phases * m_tiles);
-    const AxisPhase p = load_axis_phase(phases, combo % num_phases);
-    const int columns = FILL ? (out_w + FILL_STEP - 1) / FILL_STEP : p.count;  // FILL: every output, the bias-only ones too
-    const int my_col_tiles = (columns + BN - 1) / BN;
-    const int items = batch * my_col_tiles;
-    const int my_items = first_item < items ? (items - first_item + per_combo - 1) / per_combo : 0;
+    const ResidentBlock work = resident_block<BN, FILL>(phases, num_phases, m_tiles, groups, batch, out_w);
+    const AxisPhase& p = work.p;
+    const int m_tile = work.m_tile, group = work.group, my_items = work.items;
     if (my_items == 0) return;
 
     const int taps = p.tap_count;
@@ -874,31 +978,10 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     unsigned char* const trans_base = raw_base + 3 * raw_bytes;
     float* const part = reinterpret_cast<float*>(trans_base);  // the staged 64 x 128 part, over the window buffers
 
-    auto item_of = [&](int i, int& n, int& q0) {
-        const int item = first_item + i * per_combo;
-        n = item / my_col_tiles;
-        q0 = item % my_col_tiles * BN;
-    };
-
     // The weight's row tile: every slice and tap, once (one commit group).
-    {
-        const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
-        const int pairs = BM * WGMMA_CHUNKS;
-        const int total = slices * taps * pairs;
-        for (int task = tid; task < total; task += WGMMA_THREADS) {
-            const int pair = task % pairs, st = task / pairs;
-            const int s = st / taps, t = st % taps;
-            const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
-            const int m = m_tile * BM + row;
-            const int co = m >> fold_shift, r = m & (fold - 1);
-            const int c = s * BK + chunk * VEC;
-            const bool valid = m < rows && c < channels_padded;
-            const T* src = weight + w_base + (static_cast<Index>(p.tap_first + r + t * p.tap_step) * out_channels + co) * channels_padded + c;
-            cp_async16(smem + (s * max_taps + t) * A_TAP + (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16,
-                       valid ? src : weight, valid);
-        }
-        cp_async_commit();
-    }
+    copy_weight_rows<T, Index, BM, WGMMA_THREADS>(smem, weight, p, group, kernel_w, out_channels, channels_padded, rows, m_tile, fold_shift,
+                                                  slices, taps, max_taps, tid);
+    cp_async_commit();
 
     // Step k's slice of its item's window (item i, slice s) into raw buffer
     // k % 3 (the caller commits): LANES threads per channel row, on
@@ -914,24 +997,14 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     auto load_raw = [&](int k, int i, int s) {
         if (s == 0) {
             int n, q0;
-            item_of(i, n, q0);
+            work.item<BN>(i, n, q0);
             item_first = floor_to(lo_base + q0, VEC);
             item_rows = (static_cast<Index>(n) * groups + group) * channels;
         }
-        const int window_first = item_first;
         const int channel = s * BK + my_channel;
-        const T* const src = in + (item_rows + channel) * static_cast<Index>(in_w) + window_first;
-        unsigned char* const dst = raw_base + (k % 3) * raw_bytes + my_channel * raw_row + (WIDE ? (my_channel / 4) * 16 : 0);
-        const int copies = window_vectors * (16 / COPY);
-        if (channel < channels && window_first >= 0 && window_first + copies * UNIT <= in_w) {
-            for (int u = my_lane; u < copies; u += LANES) cp_async_vector<COPY>(dst + u * COPY, src + u * UNIT, true);
-        } else {
-            for (int u = my_lane; u < copies; u += LANES) {
-                const int l = window_first + u * UNIT;
-                const bool valid = channel < channels && l >= 0 && l < in_w;  // in_w % UNIT == 0: all or nothing
-                cp_async_vector<COPY>(dst + u * COPY, valid ? src + u * UNIT : in, valid);
-            }
-        }
+        copy_window_row<T, COPY, LANES>(raw_base + (k % 3) * raw_bytes + my_channel * raw_row + (WIDE ? (my_channel / 4) * 16 : 0),
+                                        in + (item_rows + channel) * static_cast<Index>(in_w) + item_first, in, channel, channels,
+                                        item_first, in_w, window_vectors, my_lane);
     };
 
     // Raw buffer k % 3 into window buffer k % 2.
@@ -968,20 +1041,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
                                to_tf32(__uint_as_float(raw[2].y)), to_tf32(__uint_as_float(raw[3].y)));
             }
         } else {
-            static_assert(WGMMA_CHUNKS == 4, "one ldmatrix.x4 per vector: the four chunks");
-            constexpr int WARPS = WGMMA_THREADS / 32;
-            const int lane = tid % 32;
-            const unsigned char* const src = src0 + lane * raw_row;  // channel lane (8i + j)
-            unsigned char* const dst = dst0 + (lane / 8) * chunk_stride + (lane % 8) * 16;
-            for (int v0 = tid / 32; v0 < window_vectors; v0 += WARPS * TRANSPOSE_AT_ONCE) {
-                unsigned block[TRANSPOSE_AT_ONCE][4];
-#pragma unroll
-                for (int u = 0; u < TRANSPOSE_AT_ONCE; ++u)
-                    if (v0 + WARPS * u < window_vectors) ldmatrix_x4_trans(block[u], src + (v0 + WARPS * u) * 16);
-#pragma unroll
-                for (int u = 0; u < TRANSPOSE_AT_ONCE; ++u)
-                    if (v0 + WARPS * u < window_vectors) stmatrix_x4(dst + (v0 + WARPS * u) * 128, block[u]);
-            }
+            transpose_slice16<WGMMA_THREADS / 32, TRANSPOSE_AT_ONCE>(src0, dst0, raw_row, chunk_stride, window_vectors, tid / 32, tid % 32);
         }
     };
 
@@ -1007,7 +1067,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
     // first barrier covers the other warpgroup's).
     auto epilogue = [&](int i) {
         int n, q0;
-        item_of(i, n, q0);
+        work.item<BN>(i, n, q0);
         if constexpr (FILL) {
             __syncthreads();  // every warpgroup's MMAs are done: the window buffers are free
             const int row0 = m_tile * BM + wm + 16 * w, o_first = FILL_STEP * (q0 + wn);
@@ -1123,13 +1183,14 @@ __global__ void __launch_bounds__(WGMMA_THREADS, MIN_BLOCKS) conv_wgmma_resident
 //     copies (a named barrier among its 128 threads), and arrives on the
 //     buffer's `full` mbarrier (each thread after fence.proxy.async);
 //   * warpgroups 0 and 1, the consumers: rows 64 w.. of the tile; per step
-//     they wait for `full` (and for each other: named barrier 2, which
-//     keeps ptxas from serializing the MMAs), issue the slice's MMAs, and
-//     once the previous step's are done (wgmma.wait_group 1) arrive on its
-//     buffer's `empty` (lane 0 of each warp).  After an item's last slice
-//     each warp stages its 16 x 128 part in an area of its own
-//     (stage_part16) and writes it out (write_part16), with no block-wide
-//     barrier: the producer meanwhile fills the next item's buffers.
+//     they wait for `full` (and for their own warpgroup's warps: named
+//     barrier 2 + warpgroup, which keeps ptxas from serializing the MMAs),
+//     issue the slice's MMAs, and once the previous step's are done
+//     (wgmma.wait_group 1) arrive on its buffer's `empty` (lane 0 of each
+//     warp).  After an item's last slice each warp stages its 16 x 128
+//     part in an area of its own (stage_part16) and writes it out
+//     (write_part16), with no block-wide barrier: the producer meanwhile
+//     fills the next item's buffers.
 //     (Writing the part in pieces after each of the next item's slices'
 //     MMAs were issued measured 13% slower on P2, in a build whose MMAs
 //     ptxas had serialized: perf notes v55.)
@@ -1192,16 +1253,9 @@ __global__ void __launch_bounds__(SPLIT_THREADS, 1) conv_wgmma_split(
     const int tid = threadIdx.x;
     const int warpgroup = tid / 128;
 
-    const int combos = num_phases * m_tiles * groups;
-    const int combo = blockIdx.x % combos;
-    const int per_combo = gridDim.x / combos;
-    const int first_item = blockIdx.x / combos;
-    const int m_tile = (combo / num_phases) % m_tiles;
-    const int group = combo / (num_phases * m_tiles);
-    const AxisPhase p = load_axis_phase(phases, combo % num_phases);
-    const int my_col_tiles = (p.count + BN - 1) / BN;
-    const int items = batch * my_col_tiles;
-    const int my_items = first_item < items ? (items - first_item + per_combo - 1) / per_combo : 0;
+    const ResidentBlock work = resident_block<BN, false>(phases, num_phases, m_tiles, groups, batch, out_w);
+    const AxisPhase& p = work.p;
+    const int m_tile = work.m_tile, group = work.group, my_items = work.items;
     if (my_items == 0) return;
 
     const int taps = p.tap_count;
@@ -1220,28 +1274,10 @@ __global__ void __launch_bounds__(SPLIT_THREADS, 1) conv_wgmma_split(
     unsigned char* const parts = trans_base + SPLIT_STAGES * trans_bytes;
     const unsigned barriers = shared_address(parts + 8 * SPLIT_PART_BYTES);  // full[b] at + 8 b, empty[b] at + 8 (STAGES + b)
 
-    auto item_of = [&](int i, int& n, int& q0) {
-        const int item = first_item + i * per_combo;
-        n = item / my_col_tiles;
-        q0 = item % my_col_tiles * BN;
-    };
-
     // The weight's row tile (every thread), and the barriers.
     {
-        const Index w_base = static_cast<Index>(group) * kernel_w * out_channels * channels_padded;
-        const int pairs = BM * WGMMA_CHUNKS;
-        const int total = slices * taps * pairs;
-        for (int task = tid; task < total; task += SPLIT_THREADS) {
-            const int pair = task % pairs, st = task / pairs;
-            const int s = st / taps, t = st % taps;
-            const int chunk = pair % WGMMA_CHUNKS, row = pair / WGMMA_CHUNKS;
-            const int m = m_tile * BM + row;
-            const int c = s * BK + chunk * VEC;
-            const bool valid = m < rows && c < channels_padded;
-            const T* src = weight + w_base + (static_cast<Index>(p.tap_first + t * p.tap_step) * out_channels + m) * channels_padded + c;
-            cp_async16(smem + (s * max_taps + t) * A_TAP + (row / 8) * (WGMMA_CHUNKS * 128) + chunk * 128 + (row % 8) * 16,
-                       valid ? src : weight, valid);
-        }
+        copy_weight_rows<T, Index, BM, SPLIT_THREADS>(smem, weight, p, group, kernel_w, out_channels, channels_padded, rows, m_tile, 0,
+                                                      slices, taps, max_taps, tid);
         cp_async_commit();
         if (tid == 0) {
             for (int b = 0; b < SPLIT_STAGES; ++b) {
@@ -1267,24 +1303,14 @@ __global__ void __launch_bounds__(SPLIT_THREADS, 1) conv_wgmma_split(
         auto load_raw = [&](int k, int i, int s) {
             if (s == 0) {
                 int n, q0;
-                item_of(i, n, q0);
+                work.item<BN>(i, n, q0);
                 item_first = floor_to(lo_base + q0, VEC);
                 item_rows = (static_cast<Index>(n) * groups + group) * channels;
             }
-            const int window_first = item_first;
             const int channel = s * BK + my_channel;
-            const T* const src = in + (item_rows + channel) * static_cast<Index>(in_w) + window_first;
-            unsigned char* const dst = raw_base + (k % SPLIT_RAW) * raw_bytes + my_channel * raw_row;
-            const int copies = window_vectors * (16 / COPY);
-            if (channel < channels && window_first >= 0 && window_first + copies * UNIT <= in_w) {
-                for (int u = my_lane; u < copies; u += LANES) cp_async_vector<COPY>(dst + u * COPY, src + u * UNIT, true);
-            } else {
-                for (int u = my_lane; u < copies; u += LANES) {
-                    const int l = window_first + u * UNIT;
-                    const bool valid = channel < channels && l >= 0 && l < in_w;
-                    cp_async_vector<COPY>(dst + u * COPY, valid ? src + u * UNIT : in, valid);
-                }
-            }
+            copy_window_row<T, COPY, LANES>(raw_base + (k % SPLIT_RAW) * raw_bytes + my_channel * raw_row,
+                                            in + (item_rows + channel) * static_cast<Index>(in_w) + item_first, in, channel, channels,
+                                            item_first, in_w, window_vectors, my_lane);
         };
         constexpr int AHEAD = SPLIT_RAW - 1;  // steps loaded ahead of the one transposed
 #pragma unroll
@@ -1308,17 +1334,8 @@ __global__ void __launch_bounds__(SPLIT_THREADS, 1) conv_wgmma_split(
                 // The transpose (as conv_wgmma_resident's, over 4 warps):
                 // vector v's four chunks' 8 x 8 blocks in one ldmatrix.x4.trans
                 // and out in one stmatrix.x4.
-                const unsigned char* const src = raw_base + (k % SPLIT_RAW) * raw_bytes + lane * raw_row;
-                unsigned char* const dst = trans_base + b * trans_bytes + (lane / 8) * chunk_stride + (lane % 8) * 16;
-                for (int v0 = pw; v0 < window_vectors; v0 += 4 * SPLIT_TRANSPOSE_AT_ONCE) {
-                    unsigned block[SPLIT_TRANSPOSE_AT_ONCE][4];
-#pragma unroll
-                    for (int u = 0; u < SPLIT_TRANSPOSE_AT_ONCE; ++u)
-                        if (v0 + 4 * u < window_vectors) ldmatrix_x4_trans(block[u], src + (v0 + 4 * u) * 16);
-#pragma unroll
-                    for (int u = 0; u < SPLIT_TRANSPOSE_AT_ONCE; ++u)
-                        if (v0 + 4 * u < window_vectors) stmatrix_x4(dst + (v0 + 4 * u) * 128, block[u]);
-                }
+                transpose_slice16<4, SPLIT_TRANSPOSE_AT_ONCE>(raw_base + (k % SPLIT_RAW) * raw_bytes, trans_base + b * trans_bytes, raw_row,
+                                                              chunk_stride, window_vectors, pw, lane);
                 fence_proxy_async();
                 mbarrier_arrive(barriers + 8 * b);
             }
@@ -1342,7 +1359,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS, 1) conv_wgmma_split(
     // it is not all in the output, written one by one (nullptr returned).
     auto epilogue = [&](int i) -> T* {
         int n, q0;
-        item_of(i, n, q0);
+        work.item<BN>(i, n, q0);
         T* const out_rows = out + (static_cast<Index>(n) * groups + group) * out_channels * static_cast<Index>(out_w);
         if (direct_rows && q0 + BN <= p.count && p.out_base + q0 >= 0 && p.out_base + q0 + BN <= out_w) {
             __syncwarp();  // the previous part's writes have read the staging area (write_part16 syncs the warp before reading)
