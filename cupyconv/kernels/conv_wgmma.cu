@@ -1224,7 +1224,7 @@ __device__ __forceinline__ void mbarrier_arrive_if(unsigned address, bool go) {
 // and a consumer warpgroup's (named barrier 2 + warpgroup, its 128: the id in
 // a register).  One barrier of both consumer warpgroups (256 threads) also
 // kept ptxas from serializing the MMAs, but tied each warpgroup to the other:
-// 4% slower on P2 (perf notes v55).
+// 1-4% slower on P2 (perf notes v55-v56).
 __device__ __forceinline__ void split_producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 __device__ __forceinline__ void split_consumer_sync(int warpgroup) {
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + warpgroup) : "memory");
