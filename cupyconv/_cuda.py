@@ -517,7 +517,7 @@ SHARED_PER_MULTIPROCESSOR = 228 * 1024
 
 
 @functools.lru_cache(maxsize=1024)
-def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, multiprocessors: int, fill: bool = False):
+def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, tile, max_shared: int, multiprocessors: int, fill: bool = False, split: bool = False):
     """(conv_wgmma_resident launch, phase records), or None where it cannot
     run this problem with `tile` (see _window_problem; or the weight row tile
     and the window buffers do not fit in shared memory).  Every (phase, row
@@ -525,17 +525,25 @@ def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, t
     with taps to fill the multiprocessors once, and no more than it has
     (image, column tile) items.  Source rows need only be a whole number of
     its copies (_kernels.resident_copy_bytes).  With `fill`, its fill (the
-    forward pass's one tapped phase; its columns cover every output)."""
+    forward pass's one tapped phase; its columns cover every output).  With
+    `split`, conv_wgmma_split's launch instead, one block a multiprocessor,
+    or None where that cannot run the pass: not 16-bit on its tile, not one
+    phase record with out_step 1 and no fold."""
     copy = _resident_copy(geometry, pass_name, dtype)
     problem = _window_problem(geometry, pass_name, dtype, copy, fill) if copy is not None else None
     if problem is None:
         return None
     flat, fold, red_channels, out_channels, source4, out4 = problem
-    max_taps, vectors, chunk_stride, shared = _kernels.resident_layout(flat, tile, dtype, red_channels)
+    if split and (fill or dtype not in _kernels.SPLIT_DTYPES or tile != _kernels.SPLIT_TILE or len(flat) != 9 or fold != 1 or flat[2] != 1):
+        return None
+    if split:
+        max_taps, vectors, chunk_stride, shared = _kernels.split_layout(flat, dtype, red_channels)
+    else:
+        max_taps, vectors, chunk_stride, shared = _kernels.resident_layout(flat, tile, dtype, red_channels)
     if shared > max_shared:
         return None
     _, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride, fill)
-    two = (tile, 2) in _kernels.RESIDENT_VARIANTS and 2 * (shared + 1024) <= SHARED_PER_MULTIPROCESSOR
+    two = not split and (tile, 2) in _kernels.RESIDENT_VARIANTS and 2 * (shared + 1024) <= SHARED_PER_MULTIPROCESSOR
     per_multiprocessor = 2 if two else 1
     row_tiles = -(-(out_channels * fold) // tile.bm) * geometry.groups
     combos = len(flat) // 9 * row_tiles
@@ -543,6 +551,8 @@ def _resident_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, t
     items = source4[0] * -(-_window_columns(problem, fill) // tile.bn)
     per_combo = max(1, min(items, -(-multiprocessors * per_multiprocessor // max(working, 1))))
     blocks = _blocks_for(combos * per_combo)
+    if split:
+        return _Launch("conv_wgmma.cu", _kernels.split_name(dtype, index, copy), blocks, _kernels.SPLIT_THREADS, scalars, shared), flat
     name = _kernels.resident_name(dtype, index, tile, per_multiprocessor, copy, fill)
     return _Launch("conv_wgmma.cu", name, blocks, tile.threads, scalars, shared), flat
 
@@ -670,37 +680,10 @@ def _resident_heuristic(geometry: Geometry, pass_name: str, dtype: str, index: s
 # transposes the window while two consumer warpgroups issue the MMAs and
 # store) takes the 16-bit passes conv_wgmma_resident would run on its 128 x
 # 128 tile where they are one stride-1 correlation with no fold (P2's forward
-# pass and grad_input), ahead of it: perf notes v55.  With autotuning on it
-# still runs where it applies (it has one tile).  False keeps it off.
+# pass and grad_input), ahead of it (_resident_plan with `split`): perf notes
+# v55.  With autotuning on it still runs where it applies (it has one tile).
+# False keeps it off.
 USE_SPLIT = True
-
-
-@functools.lru_cache(maxsize=1024)
-def _split_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, max_shared: int, multiprocessors: int):
-    """(conv_wgmma_split launch, phase records), or None where it cannot run
-    this pass (not 16-bit; not one phase record with out_step 1 and no fold;
-    the weight row tile and its buffers over the shared memory).  The grid as
-    conv_wgmma_resident's with one block a multiprocessor."""
-    if dtype not in _kernels.SPLIT_DTYPES:
-        return None
-    copy = _resident_copy(geometry, pass_name, dtype)
-    problem = _window_problem(geometry, pass_name, dtype, copy) if copy is not None else None
-    if problem is None:
-        return None
-    flat, fold, red_channels, out_channels, source4, _ = problem
-    if len(flat) != 9 or fold != 1 or flat[2] != 1:
-        return None
-    max_taps, vectors, chunk_stride, shared = _kernels.split_layout(flat, dtype, red_channels)
-    if shared > max_shared:
-        return None
-    tile = _kernels.SPLIT_TILE
-    _, scalars = _window_scalars(geometry, pass_name, dtype, problem, tile, max_taps, vectors, chunk_stride)
-    row_tiles = -(-out_channels // tile.bm) * geometry.groups
-    working = row_tiles if flat[7] else 0
-    items = source4[0] * -(-flat[0] // tile.bn)
-    per_combo = max(1, min(items, -(-multiprocessors // max(working, 1))))
-    blocks = _blocks_for(row_tiles * per_combo)
-    return _Launch("conv_wgmma.cu", _kernels.split_name(dtype, index, copy), blocks, _kernels.SPLIT_THREADS, scalars, shared), flat
 
 
 def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
@@ -718,7 +701,7 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
             return False
     packed = _window_weight(weight, geometry, pass_name, dtype, fold=not fill, round_tf32=True)
     if not fill and USE_SPLIT and heuristic == _kernels.SPLIT_TILE:
-        split = _split_plan(geometry, pass_name, dtype, index, max_shared, multiprocessors)
+        split = _resident_plan(geometry, pass_name, dtype, index, heuristic, max_shared, multiprocessors, split=True)
         if split is not None:
             _launch(split[0], (source4, packed, bias, out4, _phase_table(split[1])))
             return True

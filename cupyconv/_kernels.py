@@ -468,19 +468,28 @@ RESIDENT_WINDOW_BUFFERS = 2  # and transposed ones
 RESIDENT_PART_BYTES = 64 * (128 + 8) * 4  # one warpgroup's staged 64 x 128 part (window_stage_row<128>)
 
 
-def resident_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str, channels: int) -> Tuple[int, int, int, int]:
-    """(max_taps, window_vectors, chunk_stride, shared-memory bytes) of
-    conv_wgmma_resident for these records and reduction channels: the whole
-    weight row tile (every 64-byte channel slice and tap, BM rows each), three
-    raw window slices ([channel][position]; rows of window_vectors 16-byte
-    vectors, rounded up to an odd count in 16-bit, 16 bytes of skew per four
-    float channels) and two transposed ones as conv_wgmma's (or one staged
-    64 x 128 float part, if larger)."""
+def _resident_buffers(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str, channels: int) -> Tuple[int, int, int, int, int]:
+    """(max_taps, window_vectors, chunk_stride, weight bytes, raw buffer
+    bytes) of the resident kernels (conv_wgmma_resident, conv_wgmma_split):
+    the whole weight row tile (every 64-byte channel slice and tap, BM rows
+    each) and one raw window slice ([channel][position]; rows of
+    window_vectors 16-byte vectors, rounded up to an odd count in 16-bit, 16
+    bytes of skew per four float channels: the kernels' raw_row and
+    raw_bytes)."""
     taps, vectors, chunk_stride, _ = wgmma_layout(flat, tile, dtype)
     bk = WGMMA_CHUNKS * 16 // ITEMSIZE[dtype]
     weight = -(-channels // bk) * taps * tile.bm * WGMMA_CHUNKS * 16
-    raw_row = (vectors | 1 if ITEMSIZE[dtype] == 2 else vectors) * 16  # conv_wgmma_resident's raw_row and raw_bytes
+    raw_row = (vectors | 1 if ITEMSIZE[dtype] == 2 else vectors) * 16
     raw = -(-(bk * raw_row + (128 if ITEMSIZE[dtype] == 4 else 0)) // 128) * 128
+    return taps, vectors, chunk_stride, weight, raw
+
+
+def resident_layout(flat: Tuple[int, ...], tile: WgmmaTile, dtype: str, channels: int) -> Tuple[int, int, int, int]:
+    """(max_taps, window_vectors, chunk_stride, shared-memory bytes) of
+    conv_wgmma_resident for these records and reduction channels: the weight
+    row tile, three raw window slices (_resident_buffers) and two transposed
+    ones as conv_wgmma's (or one staged 64 x 128 float part, if larger)."""
+    taps, vectors, chunk_stride, weight, raw = _resident_buffers(flat, tile, dtype, channels)
     windows = max(RESIDENT_WINDOW_BUFFERS * WGMMA_CHUNKS * chunk_stride, RESIDENT_PART_BYTES)
     return taps, vectors, chunk_stride, weight + RESIDENT_RAW_BUFFERS * raw + windows
 
@@ -502,13 +511,10 @@ def split_name(dtype: str, index: str, copy: int = 16) -> str:
 
 def split_layout(flat: Tuple[int, ...], dtype: str, channels: int) -> Tuple[int, int, int, int]:
     """(max_taps, window_vectors, chunk_stride, shared-memory bytes) of
-    conv_wgmma_split: conv_wgmma_resident's weight row tile and raw buffers
-    (resident_layout), SPLIT_STAGES transposed window buffers, the 8 consumer
-    warps' staged parts and 2 x SPLIT_STAGES mbarriers."""
-    taps, vectors, chunk_stride, _ = wgmma_layout(flat, SPLIT_TILE, dtype)
-    bk = WGMMA_CHUNKS * 16 // ITEMSIZE[dtype]
-    weight = -(-channels // bk) * taps * SPLIT_TILE.bm * WGMMA_CHUNKS * 16
-    raw = -(-(bk * (vectors | 1) * 16) // 128) * 128
+    conv_wgmma_split: the weight row tile and SPLIT_RAW raw window slices
+    (_resident_buffers), SPLIT_STAGES transposed window buffers, the 8
+    consumer warps' staged parts and 2 x SPLIT_STAGES mbarriers."""
+    taps, vectors, chunk_stride, weight, raw = _resident_buffers(flat, SPLIT_TILE, dtype, channels)
     windows = SPLIT_STAGES * WGMMA_CHUNKS * chunk_stride
     return taps, vectors, chunk_stride, weight + SPLIT_RAW * raw + windows + 8 * SPLIT_PART_BYTES + 16 * SPLIT_STAGES
 
