@@ -698,7 +698,9 @@ OVERLAP_BN = 256  # input positions a block
 OVERLAP_CB = 6  # output channels a k-block
 OVERLAP_STAGES = 8
 OVERLAP_STAGE_BYTES = OVERLAP_CB * ((8 * OVERLAP_BN + 8) * 2 + 16)  # B's stretches (A from registers, perf notes v43)
-OVERLAP_SHARED = OVERLAP_STAGES * OVERLAP_STAGE_BYTES + OVERLAP_STAGES * 16  # the buffers, then their mbarriers (full, empty)
+# room past the last buffer for its B operand's extent as N x K elements (GiLayout::BARRIERS)
+OVERLAP_B_TAIL = OVERLAP_BN * 16 * 2 - ((8 * OVERLAP_BN + 8) * 2 + 16)
+OVERLAP_SHARED = OVERLAP_STAGES * OVERLAP_STAGE_BYTES + OVERLAP_B_TAIL + OVERLAP_STAGES * 16  # the buffers, then their mbarriers (full, empty)
 OVERLAP_DTYPES = ("float16", "bfloat16")
 # Its float build (TF32, perf notes v40): two k8 steps an output channel, the
 # stretch in two planes of 16-byte chunks, rounded in place by the producer.

@@ -371,10 +371,12 @@ def test_grad_input_overlap_compiles_for_sm_90a_without_spills():
     assert "GI_PLANE = (GI_BN + 1) * 16;" in text
     assert "A_BYTES = TF32 ? GI_BM * 16 * static_cast<int>(sizeof(T)) : 0;" in text
     assert "B_BYTES = TF32 ? 2 * GI_PLANE : (8 * GI_BN + 8) * 2 + 16;" in text
-    assert "STAGE_BYTES = CB * (A_BYTES + B_BYTES);" in text and "SHARED = STAGES * STAGE_BYTES + STAGES * 16;" in text
+    assert "STAGE_BYTES = CB * (A_BYTES + B_BYTES);" in text and "B_EXTENT = TF32 ? 16 + GI_BN * 8 * 4 : GI_BN * 16 * 2;" in text
+    assert "BARRIERS = STAGES * STAGE_BYTES + (B_EXTENT > B_BYTES ? B_EXTENT - B_BYTES : 0);" in text
+    assert "SHARED = BARRIERS + STAGES * 16;" in text
     assert _kernels.overlap_layout("float16") == (_kernels.OVERLAP_CB, _kernels.OVERLAP_SHARED)
     assert _kernels.overlap_layout("float32") == (_kernels.OVERLAP_TF32_CB, _kernels.OVERLAP_TF32_SHARED)
-    assert _kernels.OVERLAP_SHARED == 8 * 6 * 4128 + 128 and _kernels.OVERLAP_TF32_SHARED == 6 * 2 * (8192 + 8224) + 96
+    assert _kernels.OVERLAP_SHARED == 8 * 6 * 4128 + 4064 + 128 and _kernels.OVERLAP_TF32_SHARED == 6 * 2 * (8192 + 8224) + 96
     names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_input_overlap.cu"]
     kernels = [name for name in names if name.startswith("grad_input_overlap<")]
     assert len(kernels) == (len(_kernels.OVERLAP_DTYPES) + 1) * len(_kernels.INDEX_TYPES)  # and float (TF32)

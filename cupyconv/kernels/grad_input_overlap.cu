@@ -105,9 +105,13 @@ struct GiLayout {
     static constexpr int A_BYTES = TF32 ? GI_BM * 16 * static_cast<int>(sizeof(T)) : 0;  // 16-bit: A from registers
     static constexpr int B_BYTES = TF32 ? 2 * GI_PLANE : (8 * GI_BN + 8) * 2 + 16;
     static constexpr int STAGE_BYTES = CB * (A_BYTES + B_BYTES);
-    static constexpr int SHARED = STAGES * STAGE_BYTES + STAGES * 16;
+    // The MMAs read B's overlapping core matrices within B_BYTES, but an operand's extent as a tool sees it
+    // (compute-sanitizer) is N x K elements from its descriptor: the last buffer's B gets that much room.
+    static constexpr int B_EXTENT = TF32 ? 16 + GI_BN * 8 * 4 : GI_BN * 16 * 2;
+    static constexpr int BARRIERS = STAGES * STAGE_BYTES + (B_EXTENT > B_BYTES ? B_EXTENT - B_BYTES : 0);
+    static constexpr int SHARED = BARRIERS + STAGES * 16;
     static constexpr int ROW = GI_BN * static_cast<int>(sizeof(T)) + (TF32 ? 32 : 16);  // padded: no bank conflicts
-    static_assert(STAGE_BYTES % 16 == 0 && GI_BM * ROW <= STAGES * STAGE_BYTES, "16-byte aligned buffers; the staged tile fits in them");
+    static_assert(STAGE_BYTES % 16 == 0 && BARRIERS % 8 == 0 && GI_BM * ROW <= STAGES * STAGE_BYTES, "aligned buffers and barriers; the staged tile fits");
 };
 static_assert(GiLayout<half_t>::A_BYTES == 0 && GiLayout<float>::A_BYTES == 8192, "16-bit A from registers; 8 KB of float A an output channel");
 static_assert(128 * GI_PRODUCER_REGS + 256 * GI_CONSUMER_REGS <= 65536, "setmaxnreg within the register file");
@@ -196,6 +200,11 @@ __device__ __forceinline__ unsigned load_word_no_l1(const unsigned* p) {
 }
 #endif
 
+// The epilogue's block-wide barrier, met by the producer and the consumers in their own branches: counted
+// (__syncthreads must be one instruction for the whole block) and not warp-aligned (a warp may leave its
+// mbarrier waits diverged).
+__device__ __forceinline__ void roles_sync() { asm volatile("barrier.sync 1, %0;\n" ::"n"(GI_THREADS) : "memory"); }
+
 template <typename T, typename Index>
 __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     const T* __restrict__ gy,      // (batch, out_channels, out_w)
@@ -214,7 +223,7 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
     const int n_tile = b % n_tiles, n = b / n_tiles;
     const int ci0 = m_tile * GI_BM, l0 = n_tile * GI_BN;
     const int kblocks = (out_channels + CB - 1) / CB;
-    const unsigned base = shared_address(smem), full = base + STAGES * STAGE_BYTES, empty = full + STAGES * 8;
+    const unsigned base = shared_address(smem), full = base + L::BARRIERS, empty = full + STAGES * 8;
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -330,8 +339,8 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
         if constexpr (TF32)
             for (int kb = max(kblocks - GI_TF32_LAG, 0); kb < kblocks; ++kb) round_pieces(kb);
         if (staged) {
-            __syncthreads();  // the consumers' MMAs have retired: the buffers are free
-            __syncthreads();  // the tile is staged
+            roles_sync();  // the consumers' MMAs have retired: the buffers are free
+            roles_sync();  // the tile is staged
             store_staged();
         }
         return;
@@ -417,14 +426,14 @@ __global__ void __launch_bounds__(GI_THREADS, 1) grad_input_overlap(
             *reinterpret_cast<unsigned*>(to) = pack2<T>(first, second);
     };
     if (staged) {
-        __syncthreads();  // every warpgroup's MMAs have retired and every copy has landed: the buffers are free
+        roles_sync();  // every warpgroup's MMAs have retired and every copy has landed: the buffers are free
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             unsigned char* const row = smem + (64 * wg + 16 * (warp % 4) + g + 8 * half) * L::ROW + 2 * sizeof(T) * t4;
 #pragma unroll
             for (int j = 0; j < 32; ++j) store2(row + 8 * sizeof(T) * j, d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
         }
-        __syncthreads();
+        roles_sync();
         store_staged();
         return;
     }
