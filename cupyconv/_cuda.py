@@ -2609,13 +2609,13 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 # rows read in place as the A operand of rows (output channel, phase).
 # Warp-specialized like grad_input_overlap, one tap a consumer warpgroup over
 # 256 input channels: X2's 16-bit grad_weight 0.65-0.88 -> 0.51-0.64 ms
-# (H100, perf notes v37).  Its float build takes float32 "tf32" there too
-# (the caller routes one pass only; v40).
+# (H100, perf notes v37).  Its float32 "tf32" problems go to
+# grad_weight_multicast (below); its float build is gone (perf notes v57).
 USE_GRAD_WEIGHT_OVERLAP = True
 
 
 def _grad_weight_overlap_copy(geometry: Geometry, dtype: str, gy4, x4) -> int:
-    """The kernel's grad_output copy size (16 or 8 bytes), or 0 where it does not apply."""
+    """The kernel's grad_output copy size (16 or 8 bytes; float32: grad_weight_multicast's rule, 16), or 0 where it does not apply."""
     itemsize = 4 if dtype == "float32" else 2
     if not (
         (dtype in _kernels.OVERLAP_DTYPES or dtype == "float32") and _kernels._is_1d(geometry) and geometry.groups == 1
@@ -2623,7 +2623,7 @@ def _grad_weight_overlap_copy(geometry: Geometry, dtype: str, gy4, x4) -> int:
         and geometry.in_size[1] * itemsize % 16 == 0 and x4.data.ptr % 16 == 0
     ):  # fmt: skip
         return 0
-    for copy in _kernels.grad_weight_overlap_layout(dtype)[2]:
+    for copy in (16,) if dtype == "float32" else _kernels.GRAD_WEIGHT_OVERLAP_COPIES:
         unit = copy // itemsize
         if geometry.padding[1] % unit == 0 and geometry.out_size[1] % unit == 0 and gy4.data.ptr % copy == 0:
             return copy
@@ -2639,7 +2639,7 @@ def _grad_weight_overlap_plan(geometry: Geometry, dtype: str, index: str, multip
     batch, _, _, in_w = geometry.input_shape4
     co_tiles = -(-out_channels // _kernels.GRAD_WEIGHT_OVERLAP_CO)
     ci_tiles = -(-channels // _kernels.GRAD_WEIGHT_OVERLAP_BN)
-    positions, shared, _ = _kernels.grad_weight_overlap_layout(dtype)
+    positions = _kernels.GRAD_WEIGHT_OVERLAP_P
     items = batch * -(-in_w // positions)
     independent = co_tiles * ci_tiles
 
@@ -2647,7 +2647,7 @@ def _grad_weight_overlap_plan(geometry: Geometry, dtype: str, index: str, multip
         blocks = independent * splits
         return blocks / (-(-blocks // multiprocessors) * multiprocessors)
 
-    most = max(1, min(8, items // (16 * _kernels.GRAD_WEIGHT_OVERLAP_P // positions)))  # 1024 positions or more a split
+    most = max(1, min(8, items // 16))  # 1024 positions or more a split
     splits = max(range(1, most + 1), key=lambda s: (round(filled(s), 2), -s))
     per_split = -(-items // splits)
     splits = -(-items // per_split)
@@ -2656,7 +2656,8 @@ def _grad_weight_overlap_plan(geometry: Geometry, dtype: str, index: str, multip
     )  # fmt: skip
     name = _kernels.grad_weight_overlap_name(dtype, index, copy)
     partial = _Launch(
-        "grad_weight_overlap.cu", name, _blocks_for(independent * splits), _kernels.GRAD_WEIGHT_OVERLAP_THREADS, scalars, shared,
+        "grad_weight_overlap.cu", name, _blocks_for(independent * splits), _kernels.GRAD_WEIGHT_OVERLAP_THREADS, scalars,
+        _kernels.GRAD_WEIGHT_OVERLAP_SHARED,
     )  # fmt: skip
     count = math.prod(geometry.weight_shape4)
     return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors, "float")
@@ -2739,9 +2740,9 @@ def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     if not USE_GRAD_WEIGHT_OVERLAP or _compute_capability() != 90:
         return False
     copy = _grad_weight_overlap_copy(geometry, dtype, gy4, x4)
-    if copy and dtype == "float32" and _grad_weight_multicast(gy4, x4, grad, geometry):
-        return True
-    if not copy or _kernels.grad_weight_overlap_layout(dtype)[1] > _max_shared():
+    if dtype == "float32":
+        return bool(copy) and _grad_weight_multicast(gy4, x4, grad, geometry)
+    if not copy or _kernels.GRAD_WEIGHT_OVERLAP_SHARED > _max_shared():
         return False
     multiprocessors = _multiprocessors()
     _run_split_reduction(

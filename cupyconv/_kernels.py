@@ -766,19 +766,6 @@ GRAD_WEIGHT_OVERLAP_SHARED = GRAD_WEIGHT_OVERLAP_STAGES * (
     GRAD_WEIGHT_OVERLAP_BN * GRAD_WEIGHT_OVERLAP_P * 2 + GRAD_WEIGHT_OVERLAP_CO * ((GRAD_WEIGHT_OVERLAP_P + 1) * 16 + 16) + 16
 )  # the buffers, then their mbarriers (full, empty)
 GRAD_WEIGHT_OVERLAP_COPIES = (16, 8)  # bytes a grad_output copy
-# Its float build (TF32, perf notes v40): items of 32 positions (x's rows 128
-# bytes again), A's fragments from registers, 16-byte copies only.
-GRAD_WEIGHT_OVERLAP_TF32_P = 32
-GRAD_WEIGHT_OVERLAP_TF32_SHARED = GRAD_WEIGHT_OVERLAP_STAGES * (
-    GRAD_WEIGHT_OVERLAP_BN * 128 + GRAD_WEIGHT_OVERLAP_CO * ((GRAD_WEIGHT_OVERLAP_TF32_P + 1) * 32 + 16) + 16
-)
-
-
-def grad_weight_overlap_layout(dtype: str) -> Tuple[int, int, Tuple[int, ...]]:
-    """(positions an item, shared-memory bytes, grad_output copy sizes) of grad_weight_overlap's build for dtype."""
-    if dtype == "float32":
-        return GRAD_WEIGHT_OVERLAP_TF32_P, GRAD_WEIGHT_OVERLAP_TF32_SHARED, (16,)
-    return GRAD_WEIGHT_OVERLAP_P, GRAD_WEIGHT_OVERLAP_SHARED, GRAD_WEIGHT_OVERLAP_COPIES
 
 
 def grad_weight_overlap_name(dtype: str, index: str, copy: int) -> str:
@@ -1513,7 +1500,6 @@ def all_instantiations() -> List[Tuple[str, str]]:
                         ]
                         names += [("conv_wgmma.cu", split_name(dtype, index, copy)) for copy in RESIDENT_COPY_BYTES] if dtype in SPLIT_DTYPES else []
                 if dtype == "float32" and passes == 1:
-                    names.append(("grad_weight_overlap.cu", grad_weight_overlap_name(dtype, index, 16)))
                     names.append(("grad_input_overlap.cu", grad_input_overlap_name(dtype, index)))
                     names += [("grad_input_overlap.cu", pack_overlap_weight_name(dtype))] if index == INDEX_TYPES[0] else []
                     names.append(("grad_input_overlap.cu", grad_input_multicast_name(index)))

@@ -445,16 +445,16 @@ def test_grad_weight_overlap_compiles_for_sm_90a_without_spills():
 
     text = _kernels.source("grad_weight_overlap.cu")
     found = dict(re.findall(r"constexpr int (GWO_\w+) = (\d+);", text))
-    for name in ("THREADS", "CO", "BN", "P", "STAGES", "TF32_P"):
+    for name in ("THREADS", "CO", "BN", "P", "STAGES"):
         assert int(found[f"GWO_{name}"]) == getattr(_kernels, f"GRAD_WEIGHT_OVERLAP_{name}"), name
     assert "X_BYTES = GWO_BN * P * static_cast<int>(sizeof(T));" in text and "ROW_BYTES = (P + 1) * 8 * static_cast<int>(sizeof(T));" in text
     assert "CHUNK = ROW_BYTES + 16;" in text and "WINDOW_BYTES = GWO_CO * CHUNK;" in text
     assert "BARRIERS = GWO_STAGES * (X_BYTES + WINDOW_BYTES);" in text and "empty = full + GWO_STAGES * 8;" in text
     co, bn, stages = _kernels.GRAD_WEIGHT_OVERLAP_CO, _kernels.GRAD_WEIGHT_OVERLAP_BN, _kernels.GRAD_WEIGHT_OVERLAP_STAGES
-    for dtype, positions, itemsize in (("float16", _kernels.GRAD_WEIGHT_OVERLAP_P, 2), ("float32", _kernels.GRAD_WEIGHT_OVERLAP_TF32_P, 4)):
-        shared = stages * (bn * positions * itemsize + co * ((positions + 1) * 8 * itemsize + 16)) + stages * 16
-        assert _kernels.grad_weight_overlap_layout(dtype)[:2] == (positions, shared), dtype
+    positions = _kernels.GRAD_WEIGHT_OVERLAP_P
+    assert _kernels.GRAD_WEIGHT_OVERLAP_SHARED == stages * (bn * positions * 2 + co * ((positions + 1) * 8 * 2 + 16)) + stages * 16
+    assert 'static_assert(sizeof(T) == 2, "16-bit builds only");' in text
     names = [name for filename, name in _kernels.all_instantiations() if filename == "grad_weight_overlap.cu" and name.startswith("grad_weight_overlap<")]
     copies = len(_kernels.GRAD_WEIGHT_OVERLAP_COPIES)
-    assert len(names) == (len(_kernels.OVERLAP_DTYPES) * copies + 1) * len(_kernels.INDEX_TYPES)  # and float's 16-byte build
+    assert len(names) == len(_kernels.OVERLAP_DTYPES) * copies * len(_kernels.INDEX_TYPES)
     _check_asynchronous_without_spills("grad_weight_overlap.cu", names)

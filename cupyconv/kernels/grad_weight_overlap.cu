@@ -44,23 +44,13 @@
 // when every consumer warp has arrived, once its MMAs of the buffer's item
 // retired.
 //
-// float in TF32 (perf notes v40): wgmma transposes no 32-bit operand, so
-// A comes from registers (wgmma.m64n256k8 with A in registers): each
-// consumer thread loads its fragment of G from the stretch (laid out as it
-// lies: position m's 8 phases in 32 bytes, conflict-free 4-byte loads),
-// rounding it to TF32 as it loads.  Items are GWO_TF32_P = 32 positions, so
-// that x's rows are again 128 bytes (the same swizzled atoms and
-// descriptors); the producer rounds its own x chunks in place once they
-// have landed (GWO_TF32_LAG items after issuing them), fences them for the
-// tensor cores and then arrives on "full".  A consumer waits for its MMAs
-// fragment of a k-step while the MMA of the k-step before runs, in two
-// register sets (an MMA reads its registers as it runs), and waits for its
-// MMAs of an item before the next; the other warpgroup's MMAs fill that time.
+// Its float build (TF32, perf notes v40) is gone: grad_weight_multicast
+// takes float32 "tf32" there (perf notes v57).
 //
 // Requirements checked by the host: compute capability 9.0 (other targets
 // compile an empty body), stride 8, 9 to 16 taps, padding a multiple of
 // COPY / sizeof(T), grad_output rows a multiple of COPY / sizeof(T)
-// elements and COPY-aligned (float: COPY 16), x rows a multiple of 16 bytes
+// elements and COPY-aligned, x rows a multiple of 16 bytes
 // and 16-byte aligned.
 #include "common.cuh"
 #include "mma.cuh"
@@ -69,19 +59,16 @@
 constexpr int GWO_THREADS = 384;                    // two consumer warpgroups, then the producer
 constexpr int GWO_CO = 8;                           // output channels a block (64 GEMM rows)
 constexpr int GWO_BN = 256;                         // input channels a block
-constexpr int GWO_P = 64;                           // positions an item (16-bit)
-constexpr int GWO_TF32_P = 32;                      // positions an item (float)
+constexpr int GWO_P = 64;                           // positions an item
 constexpr int GWO_STAGES = 5;                       // buffers
-constexpr int GWO_TF32_LAG = 2;                     // items between a float buffer's copies and its rounding
-static_assert(GWO_TF32_LAG + 2 <= GWO_STAGES, "the producer's wait for a free buffer needs the consumers to have the item it rounds last");
 
-// The shared-memory layout of the element type's build: x's swizzled atom
+// The shared-memory layout (16-bit T): x's swizzled atom
 // (256 rows of 128 bytes, 1024-byte aligned), the GWO_CO stretches of
 // positions l0 .. l0 + P (8 phases each), their stride, the buffers' mbarriers (full, empty) after them.
 template <typename T>
 struct GwoLayout {
-    static constexpr bool TF32 = sizeof(T) == 4;
-    static constexpr int P = TF32 ? GWO_TF32_P : GWO_P;
+    static_assert(sizeof(T) == 2, "16-bit builds only");
+    static constexpr int P = GWO_P;
     static constexpr int X_BYTES = GWO_BN * P * static_cast<int>(sizeof(T));
     static constexpr int ROW_BYTES = (P + 1) * 8 * static_cast<int>(sizeof(T));
     static constexpr int CHUNK = ROW_BYTES + 16;
@@ -99,9 +86,8 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
     int ci_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef GwoLayout<T> L;
-    constexpr bool TF32 = L::TF32;
     constexpr int P = L::P, X_BYTES = L::X_BYTES, CHUNK = L::CHUNK, WINDOW_BYTES = L::WINDOW_BYTES, BARRIERS = L::BARRIERS;
-    static_assert(COPY == 16 || (COPY == 8 && !TF32), "copies of 16 or (16-bit) 8 bytes");
+    static_assert(COPY == 16 || COPY == 8, "copies of 16 or 8 bytes");
     constexpr int UNIT = COPY / sizeof(T);               // elements a copy
     constexpr int V = 16 / sizeof(T);                    // elements an x chunk
     constexpr int PER_ROW = L::ROW_BYTES / COPY;         // copies a channel's stretch
@@ -155,15 +141,6 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
             g_offset[j] = static_cast<Index>(g_inside[j] ? co0 + r : 0) * out_w + u * UNIT;
             g_dst[j] = r * CHUNK + u * COPY;
         }
-        // float: round this thread's x chunks of item k's buffer in place (they have landed), make them visible
-        // to the tensor cores, and count this thread in on "full".
-        auto round_chunks = [&](int k) {
-            const int s = k % GWO_STAGES;
-#pragma unroll
-            for (int i = 0; i < X_PER; ++i) round_tf32_in_place(smem + s * X_BYTES + x_dst + 2048 * i);
-            fence_proxy_async();
-            mbarrier_arrive(full + 8 * s);
-        };
 #pragma unroll 1
         for (int k = 0; k < steps; ++k) {
             const int s = k % GWO_STAGES;
@@ -203,19 +180,9 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
                         cp_async_small<8>(wd + g_dst[j], src, valid);
                 }
             }
-            if constexpr (TF32) {
-                cp_async_commit();
-                if (k >= GWO_TF32_LAG) {
-                    cp_async_wait_group<GWO_TF32_LAG>();  // item k - LAG's copies have landed
-                    round_chunks(k - GWO_TF32_LAG);
-                }
-            } else {
-                cp_async_arrive_noinc(full + 8 * s);  // once this item's copies have landed
-            }
+            cp_async_arrive_noinc(full + 8 * s);  // once this item's copies have landed
         }
         cp_async_wait_all();
-        if constexpr (TF32)
-            for (int k = max(steps - GWO_TF32_LAG, 0); k < steps; ++k) round_chunks(k);
         return;
     }
 
@@ -232,51 +199,20 @@ __global__ void __launch_bounds__(GWO_THREADS, 1) grad_weight_overlap(
         mbarrier_wait(full + 8 * s, (k / GWO_STAGES) & 1);
         fence_proxy_async();  // the producer's writes, for the tensor cores' reads
         const unsigned x_tile = base + s * X_BYTES;
-        if constexpr (TF32) {
-            // A's fragment of k-step ks: rows (co0 + 2 w (+ 1), phase g), positions 8 ks + t4 (+ 4) + tap h,
-            // rounded as it loads, into one of two register sets: k-step ks + 1's loads while ks's MMA runs,
-            // once ks - 1's (the set's last reader) has retired.
-            const float* const window = reinterpret_cast<const float*>(smem + GWO_STAGES * X_BYTES + s * WINDOW_BYTES + 2 * w * CHUNK) +
-                                        8 * (t4 + warpgroup) + g;
-            unsigned a[2][4];
-            auto fragment = [&](int ks, unsigned (&f)[4]) {
-                f[0] = to_tf32(window[64 * ks]);
-                f[1] = to_tf32(window[64 * ks + CHUNK / 4]);
-                f[2] = to_tf32(window[64 * ks + 32]);
-                f[3] = to_tf32(window[64 * ks + CHUNK / 4 + 32]);
-            };
-            fragment(0, a[0]);
-            pin(acc);
+        pin(acc);
+        wgmma_fence();
+        const unsigned window = base + GWO_STAGES * X_BYTES + s * WINDOW_BYTES + warpgroup * 16;
 #pragma unroll
-            for (int ks = 0; ks < P / 8; ++ks) {
-                wgmma_fence();
-                // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart, a k-step 32 bytes along the rows
-                const unsigned long long bd = wgmma_descriptor_fields(16, 1024, true) | (((x_tile + ks * 32) >> 4) & 0x3FFF);
-                wgmma_m64n256k8_tf32_rs(acc, a[ks % 2], bd, 1);
-                wgmma_commit();
-                if (ks + 1 < P / 8) {
-                    if (ks > 0) wgmma_wait<1>();
-                    fragment(ks + 1, a[(ks + 1) % 2]);
-                }
-            }
-            wgmma_wait<0>();
-            if (lane == 0) mbarrier_arrive(empty + 8 * s);  // this warp's MMAs of item k retired
-        } else {
-            pin(acc);
-            wgmma_fence();
-            const unsigned window = base + GWO_STAGES * X_BYTES + s * WINDOW_BYTES + warpgroup * 16;
-#pragma unroll
-            for (int ks = 0; ks < P / 16; ++ks) {
-                // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (the next channel) CHUNK
-                const unsigned long long a = wgmma_descriptor(window + ks * 16 * 16, 128, CHUNK);
-                // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart, a k-step 32 bytes along the rows
-                const unsigned long long bd = wgmma_descriptor_fields(16, 1024, true) | (((x_tile + ks * 32) >> 4) & 0x3FFF);
-                wgmma_m64k16_mn_a<T, GWO_BN>(acc, a, bd);
-            }
-            wgmma_commit();
-            wgmma_wait<1>();
-            if (k > 0 && lane == 0) mbarrier_arrive(empty + 8 * ((k - 1) % GWO_STAGES));  // this warp's MMAs of item k - 1 retired
+        for (int ks = 0; ks < P / 16; ++ks) {
+            // A: M-major, K-adjacent core matrices (8 positions) 128 bytes apart, M-adjacent (the next channel) CHUNK
+            const unsigned long long a = wgmma_descriptor(window + ks * 16 * 16, 128, CHUNK);
+            // B: K-major, 128-byte-swizzled, 8-channel groups 1024 bytes apart, a k-step 32 bytes along the rows
+            const unsigned long long bd = wgmma_descriptor_fields(16, 1024, true) | (((x_tile + ks * 32) >> 4) & 0x3FFF);
+            wgmma_m64k16_mn_a<T, GWO_BN>(acc, a, bd);
         }
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (k > 0 && lane == 0) mbarrier_arrive(empty + 8 * ((k - 1) % GWO_STAGES));  // this warp's MMAs of item k - 1 retired
     }
     wgmma_wait<0>();
     pin(acc);
