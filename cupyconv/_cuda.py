@@ -20,7 +20,7 @@ from typing import NamedTuple, Tuple
 import cupy
 import numpy
 
-from . import _api, _autotune, _geometry, _kernels
+from . import _api, _autotune, _chunks, _geometry, _kernels
 from ._geometry import Geometry
 
 _api._CUPY_NDARRAY = cupy.ndarray
@@ -2091,6 +2091,11 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
         y = _output(out, geometry.output_shape, x.dtype)
         if not y.size:
             return y
+        axis = _chunks.long_axis(geometry)
+        if axis is not None:  # rows longer than the kernels' int lengths: as pieces of ordinary problems
+            run = lambda sub, piece: forward(piece, weight, bias, sub, precision)  # noqa: E731
+            _chunks.forward_by_pieces(cupy, x.reshape(geometry.input_shape4), y.reshape(geometry.output_shape4), geometry, axis, run)
+            return y
         given = (x, weight, bias)
         x = cupy.ascontiguousarray(x)
         weight = cupy.ascontiguousarray(weight)
@@ -2162,6 +2167,9 @@ def backward(
     (_api._fast_backward_key) may be remembered (USE_REMEMBERED_BACKWARD)
     into _api._FAST_BACKWARD, or with `out` into `remember_into` (the torch
     adapter's table, whose replays launch into its tensors: _Replay.launch_raw)."""
+    if _chunks.long_axis(geometry) is not None:
+        with grad_output.device:
+            return _backward_by_pieces(grad_output, x, weight, geometry, output_mask, precision, out)
     remember = (
         USE_REMEMBERED_BACKWARD and fast_key is not None and (remember_into is not None or not any(o is not None for o in out))
         and grad_output.flags.c_contiguous and x.flags.c_contiguous and weight.flags.c_contiguous
@@ -2173,9 +2181,52 @@ def backward(
         return _backward(grad_output, x, weight, geometry, output_mask, precision, out)
 
 
+def _backward_by_pieces(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out):
+    """backward of a problem with rows longer than the kernels' int lengths
+    (_chunks); grad_bias's kernel takes any row length."""
+    want_input, want_weight, want_bias = output_mask
+    gy4 = grad_output.reshape(geometry.output_shape4)
+    grad_input = grad_weight = grad_bias = None
+    if want_input or want_weight:
+        grad_input = _output(out[0], geometry.input_shape4, gy4.dtype) if want_input else None
+
+        def run(sub, gy_piece, x_piece, wanted):
+            x_piece = x_piece if x_piece is not None else cupy.empty(sub.input_shape4, dtype=gy4.dtype)  # read by no kernel
+            return _backward(gy_piece, x_piece, weight, sub, wanted + (False,), precision, (None, None, None))[:2]
+
+        summed = _chunks.backward_by_pieces(cupy, gy4, x.reshape(geometry.input_shape4), geometry, _chunks.long_axis(geometry), (want_input, want_weight), run, grad_input)
+        if want_input:
+            grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))
+        if want_weight:
+            grad_weight = _output(out[1], geometry.weight_shape4, gy4.dtype)
+            grad_weight[...] = summed.reshape(geometry.weight_shape4)
+            grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
+    if want_bias:
+        grad_bias = _grad_bias(gy4, geometry, out[2])
+    return grad_input, grad_weight, grad_bias
+
+
+def _empty_batch_backward(geometry: Geometry, dtype, output_mask, out):
+    shapes = (geometry.input_shape4, geometry.weight_shape4, (geometry.out_channels,))
+    grads = []
+    for wanted, shape, given in zip(output_mask, shapes, out):
+        grad = _output(given, shape, dtype) if wanted else None
+        if grad is not None:
+            grad.fill(0)
+        grads.append(grad)
+    grad_input, grad_weight, grad_bias = grads
+    if grad_input is not None:
+        grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))
+    if grad_weight is not None:
+        grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
+    return grad_input, grad_weight, grad_bias
+
+
 def _backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out):
     """backward's checked path, on grad_output's device."""
     want_input, want_weight, want_bias = output_mask
+    if not geometry.batch:  # an empty batch: sums over nothing, and no kernel grid to launch
+        return _empty_batch_backward(geometry, grad_output.dtype, output_mask, out)
     gy4 = _contiguous4(grad_output, geometry.output_shape4)
     grad_input = grad_weight = grad_bias = None
     if (want_input or want_weight) and _depthwise_backward_applies(geometry):
@@ -2941,9 +2992,7 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     dtype = _geometry.dtype_name(gy4.dtype)
     passes = _passes(dtype, precision, geometry, "grad_weight")
     grad = _output(out, geometry.weight_shape4, gy4.dtype)
-    if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:  # empty batch: the sum over nothing
-        grad[...] = 0
-    elif grad.size and not (
+    if grad.size and not (
         (passes == 3 and _grad_weight_tf32(gy4, x4, grad, geometry, dtype, passes))
         or (passes == 1 and _grad_weight_overlap(gy4, x4, grad, geometry, dtype))
         or (passes and _grad_weight_taps(gy4, x4, grad, geometry, dtype, passes))
@@ -2983,9 +3032,7 @@ def _grad_bias_plan(geometry: Geometry, dtype: str, multiprocessors: int):
 
 def _grad_bias(gy4, geometry: Geometry, out=None):
     grad = _output(out, (geometry.out_channels,), gy4.dtype)
-    if geometry.batch * geometry.out_size[0] * geometry.out_size[1] == 0:
-        grad[...] = 0
-    elif grad.size:
+    if grad.size:  # (an empty batch never comes here: _empty_batch_backward)
         partial, workspace_shape, finish = _grad_bias_plan(geometry, _geometry.dtype_name(gy4.dtype), _multiprocessors())
         workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
         _launch(partial, (gy4, workspace))
