@@ -48,7 +48,9 @@ def _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding
     that are not plain ints or tuples of ints (True and 2.0 equal 1 and 2 but
     are rejected), a precision that is not None or a str.  Shapes, strides,
     dtypes and devices of every array are in it, so a call that matches a
-    validated one passes the same checks."""
+    validated one passes the same checks.  A None (or any other non-array)
+    weight or bias gives None here, so it reaches check_arrays, which raises
+    the TypeError naming it (input is cupy.ndarray: the caller checked)."""
     if type(weight) is not _CUPY_NDARRAY or (bias is not None and type(bias) is not _CUPY_NDARRAY):
         return None
     if not (type(stride) is int and type(padding) is int and type(output_padding) is int and type(groups) is int and type(dilation) is int):

@@ -120,7 +120,8 @@ def _array_kind(name: str, array) -> str:
     elif module.startswith("cupy") and type(array).__name__ == "ndarray":
         kind = "cupy"
     else:
-        raise TypeError(f"{name} must be a numpy.ndarray or cupy.ndarray, got {module}.{type(array).__name__}")
+        got = "None" if array is None else f"{module}.{type(array).__name__}"
+        raise TypeError(f"{name} must be a numpy.ndarray or cupy.ndarray, got {got}")
     _KINDS[type(array)] = kind
     return kind
 
@@ -137,11 +138,12 @@ def dtype_name(dtype) -> str:
     return name
 
 
-def check_arrays(named_arrays: Sequence[Tuple[str, object]]) -> str:
-    """Check that the given (name, array-or-None) pairs are all NumPy or all
-    CuPy, share one supported floating dtype and (for CuPy) one device.
-    Returns 'numpy' or 'cupy'."""
-    present = [(name, a) for name, a in named_arrays if a is not None]
+def check_arrays(named_arrays: Sequence[Tuple[str, object]], optional: Sequence[str] = ("bias",)) -> str:
+    """Check that the given (name, array) pairs are all NumPy or all CuPy,
+    share one supported floating dtype and (for CuPy) one device.  An array
+    named in `optional` may be None (it is then skipped); any other None is a
+    TypeError naming it.  Returns 'numpy' or 'cupy'."""
+    present = [(name, a) for name, a in named_arrays if a is not None or name not in optional]
     first_name, first = present[0]
     kind = _array_kind(first_name, first)
     for name, a in present[1:]:
@@ -183,17 +185,34 @@ def _tuple(name: str, value, n: int, minimum: int) -> Tuple[int, ...]:
 
 
 def check_precision(precision: Optional[str]) -> str:
+    """'highest' for None; TypeError for a precision that is not a str,
+    ValueError for a str that is not one of PRECISIONS."""
     if precision is None:
         return "highest"
-    if not isinstance(precision, str) or precision not in PRECISIONS:
+    if not isinstance(precision, str):
+        raise TypeError(f"precision must be None or one of {PRECISIONS}, got {type(precision).__name__} {precision!r}")
+    if precision not in PRECISIONS:
         raise ValueError(f"precision must be None or one of {PRECISIONS}, got {precision!r}")
     return precision
 
 
+def _is_flag(value) -> bool:
+    """A bool, a NumPy bool or an integer 0 or 1."""
+    if type(value) is bool or isinstance(value, numpy.bool_):
+        return True
+    return isinstance(value, numbers.Integral) and value in (0, 1)
+
+
 def check_output_mask(output_mask) -> Tuple[bool, bool, bool]:
-    if not isinstance(output_mask, (tuple, list)) or len(output_mask) != 3:
-        raise ValueError(f"output_mask must be a sequence of 3 bools (grad_input, grad_weight, grad_bias), got {output_mask!r}")
-    return tuple(bool(m) for m in output_mask)
+    """A tuple or list of three flags (bools, NumPy bools, 0 or 1) as a tuple of
+    bools: TypeError for another kind of value or entry (None, strings, floats),
+    ValueError for another length."""
+    if isinstance(output_mask, (tuple, list)) and len(output_mask) == 3:
+        grad_input, grad_weight, grad_bias = output_mask
+        if _is_flag(grad_input) and _is_flag(grad_weight) and _is_flag(grad_bias):
+            return bool(grad_input), bool(grad_weight), bool(grad_bias)
+    error = ValueError if isinstance(output_mask, (tuple, list)) and len(output_mask) != 3 else TypeError
+    raise error(f"output_mask must be a sequence of 3 bools (grad_input, grad_weight, grad_bias), got {output_mask!r}")
 
 
 def make_geometry(

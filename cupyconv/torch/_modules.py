@@ -8,6 +8,7 @@ Parameter, buffer and hook stays the very object it was.
 """
 
 import functools
+import operator
 
 import torch
 from torch import nn
@@ -17,6 +18,33 @@ from . import _functional
 __all__ = ["ConvTranspose1d", "ConvTranspose2d", "convert"]
 
 
+def _size_entry(value) -> bool:
+    """An int (a SymInt while compiling, a NumPy integer, a 0-d integer tensor),
+    not a bool."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, torch.SymInt)):
+        return True
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_output_size(function: str, input, output_size) -> None:
+    """The types torch's _output_padding takes for granted: input a Tensor
+    (it reads input.dim()) and output_size a sequence of ints (it compares
+    the entries with ints and makes output_padding of them).  torch's own
+    module raises AttributeError, or a TypeError naming neither, for these;
+    lengths and ranges stay torch's checks and messages (ValueError)."""
+    _functional._check_tensor(function, "input", input)
+    if isinstance(output_size, torch.Size):
+        return
+    if not isinstance(output_size, (tuple, list)) or not all(_size_entry(size) for size in output_size):
+        raise TypeError(f"{function}(): output_size must be None or a sequence of ints, got {output_size!r}")
+
+
 class ConvTranspose1d(nn.ConvTranspose1d):
     """``torch.nn.ConvTranspose1d`` whose forward runs cupyconv's kernels on
     CUDA tensors (see ``cupyconv.torch``); same constructor and state."""
@@ -24,6 +52,8 @@ class ConvTranspose1d(nn.ConvTranspose1d):
     def forward(self, input: torch.Tensor, output_size=None) -> torch.Tensor:
         if self.padding_mode != "zeros":
             raise ValueError("Only `zeros` padding mode is supported for ConvTranspose1d")
+        if output_size is not None:
+            _check_output_size("ConvTranspose1d.forward", input, output_size)
         output_padding = self._output_padding(input, output_size, self.stride, self.padding, self.kernel_size, 1, self.dilation)
         return _functional.conv_transpose1d(
             input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups, self.dilation
@@ -37,6 +67,8 @@ class ConvTranspose2d(nn.ConvTranspose2d):
     def forward(self, input: torch.Tensor, output_size=None) -> torch.Tensor:
         if self.padding_mode != "zeros":
             raise ValueError("Only `zeros` padding mode is supported for ConvTranspose2d")
+        if output_size is not None:
+            _check_output_size("ConvTranspose2d.forward", input, output_size)
         output_padding = self._output_padding(input, output_size, self.stride, self.padding, self.kernel_size, 2, self.dilation)
         return _functional.conv_transpose2d(
             input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups, self.dilation
