@@ -7,7 +7,10 @@ configuration on the call's own arrays, keeps the fastest, and writes it to a
 JSON file, so later calls and later processes on the same kind of GPU pay
 nothing: ``$CUPYCONV_CACHE_DIR/autotune.json``, by default
 ``~/.cache/cupyconv/autotune.json``.  A progress bar (tqdm, on stderr) shows
-while it times.
+while it times.  A cache file that cannot be used is ignored with a
+CacheWarning; saves are locked (``autotune.json.lock``), merge into what is
+there and replace the file atomically, so concurrent processes keep each
+other's entries.
 
 This module imports no CuPy: the timer is passed in by the caller (``_cuda``
 uses ``cupyx.profiler.benchmark``), so the bookkeeping is tested on the CPU.
@@ -19,7 +22,13 @@ import json
 import os
 import tempfile
 import threading
+import warnings
 from typing import Callable, Dict, Optional, Sequence, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - e.g. Windows: the atomic replace alone
+    fcntl = None
 
 Candidate = TypeVar("Candidate")
 
@@ -27,6 +36,11 @@ _enabled: Optional[bool] = None  # None: follow CUPYCONV_AUTOTUNE
 _lock = threading.Lock()
 _memory: Dict[str, str] = {}  # signature -> winning candidate's name
 _loaded_from: Optional[str] = None
+_warned: set = set()  # cache paths already warned about in this process
+
+
+class CacheWarning(RuntimeWarning):
+    """The autotune cache file could not be used (it is ignored, and rewritten on the next save)."""
 
 
 def set_enabled(flag: Optional[bool]) -> None:
@@ -63,12 +77,28 @@ def cache_path() -> str:
 
 
 def _read(path: str) -> Dict[str, str]:
+    """The cache file's entries; {} if it is missing, or (with a warning,
+    once per path) if it cannot be read or is not a JSON object of strings."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError):  # missing or unreadable: start afresh
+    except FileNotFoundError:
         return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bad UTF-8
+        return _ignore(path, f"{type(e).__name__}: {e}")
+    if not isinstance(data, dict):
+        return _ignore(path, f"a JSON {type(data).__name__}, not an object")
+    for key, value in data.items():
+        if not isinstance(value, str):
+            return _ignore(path, f"entry {key!r} is a {type(value).__name__}, not a string")
+    return data
+
+
+def _ignore(path: str, what: str) -> Dict[str, str]:
+    if path not in _warned:
+        _warned.add(path)
+        warnings.warn(f"cupyconv: ignoring the autotune cache {path} ({what}); it is rewritten on the next save", CacheWarning)
+    return {}
 
 
 def _load() -> None:
@@ -82,21 +112,41 @@ def _load() -> None:
 
 
 def _store(signature: str, name: str) -> None:
-    """Remember a winner in memory and on disk (merged with what other
-    processes wrote meanwhile, replaced atomically).  A cache that cannot be
+    """Remember a winner in memory and on disk.  A cache that cannot be
     written is not an error: the winner is still kept for this process."""
     _memory[signature] = name
     path = cache_path()
+    folder = os.path.dirname(path)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        data = _read(path)
-        data[signature] = name
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".autotune-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=0, sort_keys=True)
-        os.replace(tmp, path)
+        os.makedirs(folder, exist_ok=True)
+        # The lock serialises savers, so each merges into what the last one
+        # wrote and no entry is lost; readers take none (the replace is atomic).
+        with open(path + ".lock", "a") as lock:
+            if fcntl is not None:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when the file closes
+            data = _read(path)
+            data[signature] = name
+            _write_atomically(folder, path, data)
     except OSError:
         pass
+
+
+def _write_atomically(folder: str, path: str, data: Dict[str, str]) -> None:
+    """Write a temporary file beside `path` and rename it over `path`, so a
+    reader or a crash never sees a partly written cache."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".autotune-", suffix=".json.tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=0, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename makes it the cache
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def remembered(signature: str) -> Optional[str]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import warnings
 
 import numpy
 import pytest
@@ -19,6 +22,7 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(_autotune, "_loaded_from", None)
     monkeypatch.setattr(_autotune, "_memory", {})
     monkeypatch.setattr(_autotune, "_enabled", None)
+    monkeypatch.setattr(_autotune, "_warned", set())
     try:
         from cupyconv import _cuda
 
@@ -82,7 +86,8 @@ def test_a_stale_winner_is_tuned_again(fresh_cache):
 def test_unreadable_cache_and_no_runnable_candidate(fresh_cache):
     with open(os.path.join(fresh_cache, "autotune.json"), "w") as f:
         f.write("{not json")
-    assert _autotune.choose("sig4", ["p"], name=str, time=lambda c: 1.0) == "p"
+    with pytest.warns(_autotune.CacheWarning):
+        assert _autotune.choose("sig4", ["p"], name=str, time=lambda c: 1.0) == "p"
     with pytest.raises(RuntimeError, match="no candidate"):
         _autotune.choose("sig5", ["q"], name=str, time=_timer({"q": None}, []))
 
@@ -93,6 +98,100 @@ def test_other_processes_entries_are_kept(fresh_cache):
     _autotune.choose("sig6", ["p"], name=str, time=lambda c: 1.0)
     with open(os.path.join(fresh_cache, "autotune.json")) as f:
         assert json.load(f) == {"elsewhere": "z", "sig6": "p"}
+
+
+# What a crash, a full disk, an older version or a stray editor can leave.
+CORRUPT = {
+    "invalid JSON": b"{not json",
+    "truncated JSON": b'{\n"sig_a": "p",\n"sig_b": "q',
+    "empty file": b"",
+    "a JSON list": b'["sig_a", "p"]',
+    "JSON null": b"null",
+    "an entry not a string": b'{"sig_a": "p", "sig_b": 3}',
+    "an entry a list": b'{"sig_a": ["p"]}',
+    "not UTF-8": b'{"sig_a": "\xff\xfe"}',
+}
+
+
+def _assert_rewritten(folder, expected):
+    with open(os.path.join(folder, "autotune.json"), encoding="utf-8") as f:
+        assert json.load(f) == expected
+
+
+@pytest.mark.parametrize("content", list(CORRUPT.values()), ids=list(CORRUPT))
+def test_a_corrupt_cache_warns_once_reads_as_empty_and_is_rewritten(fresh_cache, content):
+    path = os.path.join(fresh_cache, "autotune.json")
+    with open(path, "wb") as f:
+        f.write(content)
+    with pytest.warns(_autotune.CacheWarning, match="autotune cache") as caught:
+        assert _autotune.remembered("sig_a") is None  # treated as empty
+    assert len(caught) == 1 and path in str(caught[0].message)
+    assert issubclass(_autotune.CacheWarning, RuntimeWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per path: the save's re-read does not warn again
+        assert _autotune.choose("sig_c", ["p"], name=str, time=lambda c: 1.0) == "p"
+    _assert_rewritten(fresh_cache, {"sig_c": "p"})
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or sys.platform == "win32", reason="needs POSIX symlinks")
+def test_an_unreadable_cache_warns_and_is_replaced(fresh_cache):
+    # A symlink to itself fails to open (ELOOP) even for root, where chmod 0 would not.
+    path = os.path.join(fresh_cache, "autotune.json")
+    os.symlink("autotune.json", path)
+    with pytest.warns(_autotune.CacheWarning, match="OSError"):
+        assert _autotune.choose("sig_d", ["p"], name=str, time=lambda c: 1.0) == "p"
+    assert not os.path.islink(path)
+    _assert_rewritten(fresh_cache, {"sig_d": "p"})
+
+
+def test_a_leftover_temporary_file_is_harmless(fresh_cache):
+    # A process killed mid-save leaves its temporary file; the cache itself stays whole.
+    with open(os.path.join(fresh_cache, ".autotune-dead.json.tmp"), "w") as f:
+        f.write('{"sig_e": "half')
+    _autotune.choose("sig_e", ["p"], name=str, time=lambda c: 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _autotune.choose("sig_f", ["q"], name=str, time=lambda c: 1.0)
+    _assert_rewritten(fresh_cache, {"sig_e": "p", "sig_f": "q"})
+    assert not [n for n in os.listdir(fresh_cache) if n.endswith(".tmp") and n != ".autotune-dead.json.tmp"]
+
+
+def test_saving_without_fcntl_still_replaces_atomically(fresh_cache, monkeypatch):
+    monkeypatch.setattr(_autotune, "fcntl", None)  # as on Windows
+    _autotune.choose("sig_g", ["p"], name=str, time=lambda c: 1.0)
+    _autotune.choose("sig_h", ["q"], name=str, time=lambda c: 1.0)
+    _assert_rewritten(fresh_cache, {"sig_g": "p", "sig_h": "q"})
+
+
+# Each child waits for the other before tuning, so their saves overlap.
+_TUNER = """
+import os, sys, time
+from cupyconv import _autotune
+me, other, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+folder = os.environ["CUPYCONV_CACHE_DIR"]
+open(os.path.join(folder, "ready-" + me), "w").close()
+deadline = time.monotonic() + 60
+while not os.path.exists(os.path.join(folder, "ready-" + other)) and time.monotonic() < deadline:
+    time.sleep(0.001)
+for i in range(count):
+    _autotune.choose(f"{me}-{i}", [me], name=str, time=lambda c: 1.0)
+"""
+
+
+def test_two_processes_tuning_at_once_keep_all_entries(fresh_cache):
+    count = 150
+    root = os.path.dirname(os.path.dirname(os.path.abspath(_autotune.__file__)))
+    env = dict(os.environ, CUPYCONV_CACHE_DIR=str(fresh_cache), PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    children = [
+        subprocess.Popen([sys.executable, "-c", _TUNER, me, other, str(count)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for me, other in (("A", "B"), ("B", "A"))
+    ]
+    for child in children:
+        _, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode(errors="replace")
+        assert b"CacheWarning" not in err  # no reader ever saw a partial file
+    expected = {f"{me}-{i}": me for me in "AB" for i in range(count)}
+    _assert_rewritten(fresh_cache, expected)
 
 
 try:
