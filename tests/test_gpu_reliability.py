@@ -1,0 +1,164 @@
+"""Calls a careful user runs unattended, on the GPU: arrays past 2**31
+elements, and running out of device memory.
+
+Large arrays are checked against the transposed convolution's formula, in
+float64 on the host, at output (and grad_input) positions at the start, the
+middle and the end; grad_weight and grad_bias, which sum over everything,
+against float64 sums on the GPU.  Skipped where there is no GPU (with
+CUPYCONV_REQUIRE_GPU=1 a missing GPU fails instead).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy
+import pytest
+
+import cupyconv
+
+try:
+    import cupy
+
+    HAVE_GPU = cupy.is_available()
+except Exception:  # CuPy missing, or no driver
+    cupy, HAVE_GPU = None, False
+
+if os.environ.get("CUPYCONV_REQUIRE_GPU") == "1" and not HAVE_GPU:
+    raise RuntimeError("CUPYCONV_REQUIRE_GPU=1 but CuPy sees no usable GPU")
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU")]
+
+
+def _formula_forward(x, w, b, stride, padding, positions):
+    """y[n, co, o] = b[co] + sum over ci, k with o = l * stride - padding + k of
+    w[ci, co, k] * x[n, ci, l], in float64, at the given output positions
+    (1D, one group, dilation 1); x is read from the GPU only where needed."""
+    wh = w.get().astype(numpy.float64)
+    in_channels, out_channels, taps = wh.shape
+    length = x.shape[2]
+    out = numpy.zeros((x.shape[0], out_channels, len(positions)))
+    for j, o in enumerate(positions):
+        for k in range(taps):
+            t = o + padding - k
+            if t % stride == 0 and 0 <= t // stride < length:
+                column = x[:, :, t // stride].get().astype(numpy.float64)  # (N, C_in)
+                out[:, :, j] += column @ wh[:, :, k]
+    return out + (0 if b is None else b.get().astype(numpy.float64)[None, :, None])
+
+
+def _formula_grad_input(gy, w, stride, padding, positions):
+    """grad_input[n, ci, l] = sum over co, k of w[ci, co, k] * gy[n, co, l *
+    stride - padding + k] (indices outside grad_output skipped), in float64."""
+    wh = w.get().astype(numpy.float64)
+    taps = wh.shape[2]
+    out = numpy.zeros((gy.shape[0], wh.shape[0], len(positions)))
+    for j, l in enumerate(positions):
+        for k in range(taps):
+            o = l * stride - padding + k
+            if 0 <= o < gy.shape[2]:
+                out[:, :, j] += gy[:, :, o].get().astype(numpy.float64) @ wh[:, :, k].T
+    return out
+
+
+def _places(length, count=6):
+    """Positions at the start, the middle and the end of a row."""
+    middle = length // 2
+    return sorted({*range(count), *range(middle - count // 2, middle + count // 2), *range(length - count, length)})
+
+
+def _close(actual, expected, tolerance):
+    actual = numpy.asarray(actual, dtype=numpy.float64)
+    scale = max(numpy.abs(expected).max(), 1e-30)
+    assert numpy.isfinite(actual).all()
+    assert numpy.abs(actual - expected).max() <= tolerance * scale, (actual, expected)
+
+
+LARGE = [
+    # (input shape, weight shape, stride, padding): a row past 2**31 (run as pieces), then 2**31 elements in short rows
+    # (the 64-bit-index builds)
+    ((1, 1, 2**31 + 2**20), (1, 1, 3), 2, 0),
+    ((2, 64, 2**24 + 3), (64, 32, 3), 2, 1),
+]
+
+
+@pytest.mark.parametrize("shape, weight_shape, stride, padding", LARGE, ids=["long_row", "many_elements"])
+def test_float16_past_2_31_elements(shape, weight_shape, stride, padding):
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    if free < 48 * 2**30:
+        pytest.skip(f"needs 48 GiB of free device memory, has {free / 2**30:.0f}")
+    pool = cupy.get_default_memory_pool()
+    try:
+        rng = cupy.random.default_rng(0)
+        x = rng.standard_normal(shape, dtype=cupy.float32).astype(cupy.float16)
+        w = (rng.standard_normal(weight_shape, dtype=cupy.float32) / (weight_shape[0] * weight_shape[2]) ** 0.5).astype(cupy.float16)
+        b = rng.standard_normal((weight_shape[1],), dtype=cupy.float32).astype(cupy.float16)
+        assert x.size > 2**31 - 1
+        y = cupyconv.conv_transpose1d(x, w, b, stride=stride, padding=padding)
+        length = (shape[2] - 1) * stride - 2 * padding + weight_shape[2]
+        assert y.shape == (shape[0], weight_shape[1], length)
+        places = _places(length)
+        _close(y[:, :, places].get(), _formula_forward(x, w, b, stride, padding, places), 2e-3)
+        del y
+
+        # scaled so that grad_bias's sums of 2**32 terms stay inside float16's range
+        gy = (rng.standard_normal((shape[0], weight_shape[1], length), dtype=cupy.float32) / 256).astype(cupy.float16)
+        grad_input, grad_weight, grad_bias = cupyconv.conv_transpose1d_backward(gy, x, w, stride=stride, padding=padding)
+        places = _places(shape[2])
+        _close(grad_input[:, :, places].get(), _formula_grad_input(gy, w, stride, padding, places), 2e-3)
+        del grad_input
+        # grad_weight[ci, co, k] = sum over n, l of x[n, ci, l] * gy[n, co, l * stride - padding + k]
+        expected = numpy.zeros(weight_shape)
+        for k in range(weight_shape[2]):
+            first = max(0, -(-(padding - k) // stride))  # the first l whose output lies in the row
+            last = min(shape[2], (length - 1 + padding - k) // stride + 1)
+            columns = gy[:, :, first * stride - padding + k :: stride][:, :, : last - first]
+            for n in range(shape[0]):
+                expected[:, :, k] += (x[n, :, first:last].astype(cupy.float64) @ columns[n].astype(cupy.float64).T).get()
+        _close(grad_weight.get(), expected, 2e-3)
+        _close(grad_bias.get(), gy.sum(axis=(0, 2), dtype=cupy.float64).get(), 2e-3)
+    finally:
+        pool.free_all_blocks()
+
+
+def _problem():
+    rng = numpy.random.default_rng(3)
+    x = cupy.asarray(rng.standard_normal((4, 64, 4096)).astype(numpy.float32))
+    w = cupy.asarray((rng.standard_normal((64, 48, 8)) / 16).astype(numpy.float32))
+    b = cupy.asarray(rng.standard_normal(48).astype(numpy.float32))
+    gy = cupy.asarray(rng.standard_normal((4, 48, (4096 - 1) * 4 + 8)).astype(numpy.float32))
+    return x, w, b, gy
+
+
+@pytest.mark.parametrize("warm", [0, 5], ids=["first_call", "remembered"])
+@pytest.mark.parametrize("room", ["none", "outputs"])
+def test_out_of_memory_raises_and_the_next_call_works(warm, room):
+    """A memory-pool limit below what a call needs raises CuPy's
+    OutOfMemoryError, while making the output (room "none") or, with the
+    three gradients made, a workspace ("outputs"); the next call, with the
+    limit lifted, gives the right results.  After `warm` calls the failing
+    call is a remembered call's replay.  The calls run on a pool of their own,
+    so that what earlier tests left in CuPy's default pool cannot serve them."""
+    pool = cupy.cuda.MemoryPool()
+    with cupy.cuda.using_allocator(pool.malloc):
+        x, w, b, gy = _problem()
+        host = [a.get().astype(numpy.float64) for a in (x, w, b, gy)]
+        expected_y = cupyconv.conv_transpose1d(*host[:3], stride=4)
+        expected_grads = cupyconv.conv_transpose1d_backward(host[3], *host[:2], stride=4)
+        call = (lambda: cupyconv.conv_transpose1d(x, w, b, stride=4)) if room == "none" else (lambda: cupyconv.conv_transpose1d_backward(gy, x, w, stride=4))
+        for _ in range(warm):
+            call()
+        cupy.cuda.Device().synchronize()
+        pool.free_all_blocks()
+        # the three gradients' blocks (the pool's are multiples of 512 bytes), not a byte of workspace
+        spare = 0 if room == "none" else x.nbytes + w.nbytes + 512
+        try:
+            pool.set_limit(size=pool.total_bytes() + spare)
+            with pytest.raises(cupy.cuda.memory.OutOfMemoryError):
+                call()
+        finally:
+            pool.set_limit(size=0)
+        y = cupyconv.conv_transpose1d(x, w, b, stride=4)
+        assert numpy.abs(y.get() - expected_y).max() < 1e-4 * numpy.abs(expected_y).max()
+        for got, want in zip(cupyconv.conv_transpose1d_backward(gy, x, w, stride=4), expected_grads):
+            assert numpy.abs(got.get() - want).max() < 1e-4 * numpy.abs(want).max()
