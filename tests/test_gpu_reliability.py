@@ -162,3 +162,42 @@ def test_out_of_memory_raises_and_the_next_call_works(warm, room):
         assert numpy.abs(y.get() - expected_y).max() < 1e-4 * numpy.abs(expected_y).max()
         for got, want in zip(cupyconv.conv_transpose1d_backward(gy, x, w, stride=4), expected_grads):
             assert numpy.abs(got.get() - want).max() < 1e-4 * numpy.abs(want).max()
+
+
+def test_adapter_out_of_memory_raises_torchs_error_and_the_next_call_works():
+    """Through the adapter, memory comes from torch's caching allocator: with
+    torch's per-process limit below what a call needs, the call raises
+    torch.OutOfMemoryError, and the next call, with the limit lifted, gives
+    torch's result."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs torch with CUDA")
+    import cupyconv.torch as ct
+
+    torch.manual_seed(0)
+    allow_tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # both sides float32-accurate: the comparison below is tight
+    try:
+        _adapter_out_of_memory(torch, ct)
+    finally:
+        torch.backends.cudnn.allow_tf32 = allow_tf32
+
+
+def _adapter_out_of_memory(torch, ct):
+    layer = ct.ConvTranspose1d(64, 48, 8, stride=4).cuda()
+    x = torch.randn(4, 64, 4096, device="cuda")
+    with torch.no_grad():
+        expected = torch.nn.functional.conv_transpose1d(x, layer.weight, layer.bias, stride=4)
+        layer(x)  # compiled and planned: the failing call fails for want of memory alone
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(x.device).total_memory
+    try:
+        torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + 2**20) / total)
+        with pytest.raises(torch.OutOfMemoryError), torch.no_grad():
+            layer(x)
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    with torch.no_grad():
+        y = layer(x)
+    assert (y - expected).abs().max().item() <= 1e-4 * expected.abs().max().item()
