@@ -10,22 +10,13 @@ CUPYCONV_REQUIRE_GPU=1 a missing GPU fails instead).
 
 from __future__ import annotations
 
-import os
 
 import numpy
 import pytest
 
 import cupyconv
 
-try:
-    import cupy
-
-    HAVE_GPU = cupy.is_available()
-except Exception:  # CuPy missing, or no driver
-    cupy, HAVE_GPU = None, False
-
-if os.environ.get("CUPYCONV_REQUIRE_GPU") == "1" and not HAVE_GPU:
-    raise RuntimeError("CUPYCONV_REQUIRE_GPU=1 but CuPy sees no usable GPU")
+from gpu_available import HAVE_GPU, cupy
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU")]
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
 from typing import Dict, Optional, Set
 
@@ -41,15 +40,7 @@ import cupyconv  # noqa: E402
 
 from sweep import relative_error  # noqa: E402
 
-try:
-    import cupy
-
-    HAVE_GPU = cupy.is_available()
-except Exception:  # CuPy missing, or no driver
-    cupy, HAVE_GPU = None, False
-
-if os.environ.get("CUPYCONV_REQUIRE_GPU") == "1" and not HAVE_GPU:
-    raise RuntimeError("CUPYCONV_REQUIRE_GPU=1 but CuPy sees no usable GPU")
+from gpu_available import HAVE_GPU, cupy  # noqa: E402
 
 
 _COMMON = dict(
