@@ -192,3 +192,92 @@ def _adapter_out_of_memory(torch, ct):
     with torch.no_grad():
         y = layer(x)
     assert (y - expected).abs().max().item() <= 1e-4 * expected.abs().max().item()
+
+
+# Problems of their own shapes (first calls in this process), in two dtypes and
+# routes of several families; each runs on two threads at once.
+THREADED = [
+    (1, (2, 24, 1000), (24, 40, 5), dict(dilation=3, padding=2), numpy.float32),
+    (1, (2, 16, 700), (16, 32, 3), dict(stride=2, padding=1, dilation=2), numpy.float16),
+    (2, (1, 8, 30, 40), (8, 16, 3, 3), dict(stride=2, padding=1, output_padding=1), numpy.float32),
+    (1, (3, 32, 257), (32, 16, 16), dict(stride=8, padding=4), numpy.float16),
+]
+
+
+def _relative(actual, expected):
+    return numpy.linalg.norm(actual.astype(numpy.float64) - expected) / numpy.linalg.norm(expected)
+
+
+def test_concurrent_first_calls_from_threads():
+    """Eight threads start their first calls (compiles, plans, remembered-call
+    tables) at once, two on each problem; every result matches the float64
+    reference."""
+    import threading
+
+    rng = numpy.random.default_rng(7)
+    problems = []
+    for dims, shape, weight_shape, kwargs, dtype in THREADED:
+        x = rng.standard_normal(shape).astype(dtype)
+        w = (rng.standard_normal(weight_shape) / numpy.sqrt(weight_shape[0] * numpy.prod(weight_shape[2:]))).astype(dtype)
+        b = rng.standard_normal(weight_shape[1]).astype(dtype)
+        forward = cupyconv.conv_transpose1d if dims == 1 else cupyconv.conv_transpose2d
+        backward = cupyconv.conv_transpose1d_backward if dims == 1 else cupyconv.conv_transpose2d_backward
+        host = [a.astype(numpy.float64) for a in (x, w, b)]
+        y64 = forward(*host, **kwargs)
+        gy = rng.standard_normal(y64.shape).astype(dtype)
+        grads64 = backward(gy.astype(numpy.float64), host[0], host[1], **kwargs)
+        problems.append((forward, backward, kwargs, [cupy.asarray(a) for a in (x, w, b, gy)], y64, grads64, dtype))
+    jobs = [p for p in problems for _ in range(2)]
+    start = threading.Barrier(len(jobs))
+    results, errors = [None] * len(jobs), []
+
+    def work(k):
+        forward, backward, kwargs, (x, w, b, gy), _, _, _ = jobs[k]
+        try:
+            start.wait()
+            y = forward(x, w, b, **kwargs)
+            grads = backward(gy, x, w, **kwargs)
+            cupy.cuda.get_current_stream().synchronize()
+            results[k] = (y.get(), [g.get() for g in grads])
+        except BaseException as error:  # reported below, on the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for (_, _, _, _, y64, grads64, dtype), (y, grads) in zip(jobs, results):
+        bar = 1e-5 if dtype == numpy.float32 else 5e-3  # float16: its rounding of the result, about 3e-4, with room
+        assert _relative(y, y64) < bar
+        for got, want in zip(grads, grads64):
+            assert _relative(got, want) < bar
+
+
+def test_memory_pool_does_not_grow_over_thousands_of_calls():
+    """Thousands of forward and backward calls of a few signatures (remembered
+    calls and their replays, small and large) leave the pool's memory as it
+    was after the first few: nothing kept per call."""
+    pool = cupy.cuda.MemoryPool()
+    with cupy.cuda.using_allocator(pool.malloc):
+        rng = numpy.random.default_rng(9)
+        calls = []
+        for dims, shape, weight_shape, kwargs, dtype in THREADED + [(1, (1, 4, 5), (4, 8, 3), {}, numpy.float32)]:
+            x = cupy.asarray(rng.standard_normal(shape).astype(dtype))
+            w = cupy.asarray(rng.standard_normal(weight_shape).astype(dtype))
+            forward = cupyconv.conv_transpose1d if dims == 1 else cupyconv.conv_transpose2d
+            backward = cupyconv.conv_transpose1d_backward if dims == 1 else cupyconv.conv_transpose2d_backward
+            gy = cupy.ones(forward(x, w, **kwargs).shape, dtype=dtype)
+            calls.append(lambda f=forward, g=backward, x=x, w=w, gy=gy, kw=kwargs: (f(x, w, **kw), g(gy, x, w, **kw)))
+
+        def run(times):
+            for _ in range(times):
+                for call in calls:
+                    call()
+            cupy.cuda.Device().synchronize()
+
+        run(10)
+        used, total = pool.used_bytes(), pool.total_bytes()
+        run(2000)
+        assert pool.used_bytes() == used and pool.total_bytes() <= total, (used, total, pool.used_bytes(), pool.total_bytes())
