@@ -91,6 +91,19 @@ PROBLEMS = {
 DEFAULT_PROBLEMS = ("P1", "P2", "P3", "P4", "P5")
 
 
+def list_problems() -> str:
+    """A line per benchmark problem: its id, its definition and the keyword
+    arguments it passes (the README's benchmark problems; the default run is
+    DEFAULT_PROBLEMS)."""
+    lines = []
+    for problem in PROBLEMS.values():
+        default = " (default)" if problem.id in DEFAULT_PROBLEMS else ""
+        kwargs = ", ".join(f"{k}={v}" for k, v in problem.kwargs.items())
+        lines.append(f"{problem.id}{default}: {problem.describe()}; input {(problem.batch, problem.in_channels) + problem.size}, "
+                     f"weight {(problem.in_channels, problem.out_channels // problem.groups) + problem.kernel}, {kwargs}")  # fmt: skip
+    return "\n".join(lines)
+
+
 def copy_bandwidth(gpu_name: str) -> float:
     """The copy bandwidth the floors take on a GPU of this name."""
     words = gpu_name.split()
@@ -528,7 +541,16 @@ def main(argv=None) -> int:
     parser.add_argument("--autotune", action="store_true",
                         help="tune cupyconv's tile configurations first (as CUPYCONV_AUTOTUNE=1): the warm-up times the "
                         "candidates once per problem and the cache file remembers the winners")  # fmt: skip
+    parser.add_argument("--list", action="store_true", help="print every benchmark problem with its definition, and exit")
     args = parser.parse_args(argv)
+    if args.list:
+        print(list_problems())
+        return 0
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            parser.error("--plot needs matplotlib: pip install matplotlib")
     if args.autotune:
         _autotune.set_enabled(True)
 
@@ -545,6 +567,9 @@ def main(argv=None) -> int:
         modes = [(args.dtype, args.precision)]
 
     if not _gpu_available():
+        gpu_only = [f"--{name}" for name in ("markdown", "plot", "backward", "adapter", "autotune") if getattr(args, name)]
+        if gpu_only:
+            parser.error(f"{', '.join(gpu_only)} need{'s' if len(gpu_only) == 1 else ''} a CUDA GPU, and none is available here (or CuPy is not installed)")
         print("No CUDA GPU is available (or CuPy is not installed): the GPU benchmark cannot run here.")
         print("Running the NumPy reference path on a small problem instead.")
         print(run_cpu_demo())
@@ -560,14 +585,14 @@ def main(argv=None) -> int:
         else:
             rows += run_gpu([PROBLEMS[i] for i in ids], dtype, precision, args.warmup, args.repeat, not args.no_torch)
     table = format_table(rows)
-    if args.plot:
-        plot(rows, args.plot)
     if args.adapter:
         table += "\n\n" + adapter_overhead(max(args.repeat, 200))
     print(table)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(_environment() + "\n\n" + table + "\n")
+    if args.plot:  # last: the table is out whatever drawing does
+        plot(rows, args.plot)
     return 0
 
 

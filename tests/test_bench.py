@@ -156,3 +156,28 @@ def test_sides_are_timed_in_alternating_rounds(monkeypatch):
     assert all(entry[3] == (entry[0] == "theirs") for entry in log)
     assert ours == pytest.approx(1.0 * 3) and theirs == pytest.approx(3.0 * 3)  # medians of 1..5 ms x 1 and x 3, four rounds each
 
+
+
+def test_version_and_list(capsys):
+    from cupyconv import __main__, __version__
+
+    assert __main__.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"cupyconv {__version__}"
+    assert bench.main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0].split(" ")[0] for line in lines] == list(bench.PROBLEMS)
+    assert lines[0].startswith("P1 (default): 1D N32 Ci32 Co64 K5 L131072 d3; input (32, 32, 131072), weight (32, 64, 5), ")
+
+
+@pytest.mark.parametrize("option", [["--markdown", "out.md"], ["--plot", "out.png"], ["--backward"], ["--adapter"], ["--autotune"]])
+def test_gpu_options_are_refused_without_a_gpu(option, capsys):
+    """Without a GPU, options that only the GPU run serves exit non-zero with
+    a message, rather than writing nothing."""
+    if option[0] == "--plot":
+        pytest.importorskip("matplotlib")
+    if bench._gpu_available():
+        pytest.skip("a GPU is here: these options run the benchmark")
+    with pytest.raises(SystemExit) as exit:
+        bench.main(option)
+    assert exit.value.code != 0
+    assert f"{option[0]} needs a CUDA GPU" in capsys.readouterr().err
