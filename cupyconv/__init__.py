@@ -12,7 +12,8 @@ unbatched ``(C, *spatial)`` input, and along each axis an output of length::
 dtypes: float16, bfloat16, float32, float64 (input, weight and bias alike);
 products accumulate in float32 (float64 for float64).  ``precision`` applies
 to float32: ``"highest"`` (default, float32-accurate) or ``"tf32"`` (allows
-TF32 tensor-core arithmetic).
+TF32 tensor-core arithmetic; torch's name for it, ``"high"``, is accepted
+too).  It is ignored for the other dtypes.
 """
 
 from __future__ import annotations

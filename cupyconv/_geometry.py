@@ -23,6 +23,9 @@ import numpy
 # The dtypes cupyconv computes in, by NumPy name (bfloat16 is ml_dtypes').
 SUPPORTED_DTYPES = ("float16", "bfloat16", "float32", "float64")
 PRECISIONS = ("highest", "tf32")
+# torch.set_float32_matmul_precision's names: "high" is TF32; "medium"
+# (bfloat16 products) has no kernels here.
+PRECISION_NAMES = {"highest": "highest", "high": "tf32", "tf32": "tf32"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,15 +188,21 @@ def _tuple(name: str, value, n: int, minimum: int) -> Tuple[int, ...]:
 
 
 def check_precision(precision: Optional[str]) -> str:
-    """'highest' for None; TypeError for a precision that is not a str,
-    ValueError for a str that is not one of PRECISIONS."""
+    """The precision as one of PRECISIONS: 'highest' for None, 'tf32' for
+    torch's 'high'; TypeError for a precision that is not a str, ValueError
+    for another str.  It applies to float32 and is ignored for the other
+    dtypes (float16 and bfloat16 always multiply in their own precision,
+    float64 in float64)."""
     if precision is None:
         return "highest"
+    names = tuple(PRECISION_NAMES)
     if not isinstance(precision, str):
-        raise TypeError(f"precision must be None or one of {PRECISIONS}, got {type(precision).__name__} {precision!r}")
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be None or one of {PRECISIONS}, got {precision!r}")
-    return precision
+        raise TypeError(f"precision must be None or one of {names}, got {type(precision).__name__} {precision!r}")
+    name = PRECISION_NAMES.get(precision)
+    if name is None:
+        hint = ": bfloat16 products for float32 are not supported" if precision == "medium" else ""
+        raise ValueError(f"precision must be None or one of {names}, got {precision!r}{hint}")
+    return name
 
 
 def _is_flag(value) -> bool:

@@ -408,3 +408,18 @@ def test_bad_module_call_raises(what, dims, kwargs, exc, message, adapter_path):
     y.sum().backward()
     assert module.weight.grad is not None
     _adapter_good_calls_still_work(t)
+
+
+def test_torchs_precision_names():
+    """"high" (torch.set_float32_matmul_precision's TF32) is "tf32";
+    "medium" (bfloat16 products) is refused with a reason; precision is
+    ignored for dtypes it cannot affect (float64 here: the same result)."""
+    from cupyconv import _geometry
+
+    assert _geometry.check_precision("high") == _geometry.check_precision("tf32") == "tf32"
+    assert _geometry.check_precision("highest") == _geometry.check_precision(None) == "highest"
+    with pytest.raises(ValueError, match="bfloat16 products for float32 are not supported"):
+        cupyconv.conv_transpose1d(X1, W1, precision="medium")
+    _good_call_still_works()
+    assert numpy.array_equal(cupyconv.conv_transpose1d(X1, W1, precision="high"), cupyconv.conv_transpose1d(X1, W1))
+    assert numpy.array_equal(cupyconv.conv_transpose1d(X1, W1, precision="tf32"), cupyconv.conv_transpose1d(X1, W1))
