@@ -200,9 +200,8 @@ __device__ __forceinline__ unsigned load_word_no_l1(const unsigned* p) {
 }
 #endif
 
-// The epilogue's block-wide barrier, met by the producer and the consumers in their own branches: counted
-// (__syncthreads must be one instruction for the whole block) and not warp-aligned (a warp may leave its
-// mbarrier waits diverged).
+// The epilogue's block-wide barrier, met by each role in its own branch: counted (__syncthreads must be one
+// instruction for the whole block), not warp-aligned (a warp may leave its mbarrier waits diverged).
 __device__ __forceinline__ void roles_sync() { asm volatile("barrier.sync 1, %0;\n" ::"n"(GI_THREADS) : "memory"); }
 
 template <typename T, typename Index>
