@@ -19,7 +19,7 @@ Pure Python (no CuPy), so that the pieces are checked on the CPU.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 from ._geometry import Geometry, make_geometry
 
@@ -52,13 +52,13 @@ class Piece(NamedTuple):
 
 
 def _sub_geometry(geometry: Geometry, axis: int, in_length: int, padding: int, output_padding: int) -> Geometry:
+    def spatial(values):  # the working form's (H, W) as the user's spatial arguments
+        return tuple(values) if geometry.spatial_dims == 2 else (values[1],)
+
     def along(values, value):
         values = list(values)
         values[axis] = value
-        return tuple(values) if geometry.spatial_dims == 2 else (values[1],)
-
-    def spatial(values):
-        return tuple(values) if geometry.spatial_dims == 2 else (values[1],)
+        return spatial(values)
 
     return make_geometry(
         geometry.spatial_dims,
@@ -70,7 +70,8 @@ def _sub_geometry(geometry: Geometry, axis: int, in_length: int, padding: int, o
     )  # fmt: skip
 
 
-def _others(geometry: Geometry, axis: int) -> int:
+def _others(geometry: Geometry, axis: int) -> Tuple[int, int]:
+    """(input, output) elements a channel has per position of `axis`."""
     return geometry.batch * geometry.in_size[1 - axis], geometry.batch * geometry.out_size[1 - axis]
 
 

@@ -2167,9 +2167,10 @@ def backward(
     (_api._fast_backward_key) may be remembered (USE_REMEMBERED_BACKWARD)
     into _api._FAST_BACKWARD, or with `out` into `remember_into` (the torch
     adapter's table, whose replays launch into its tensors: _Replay.launch_raw)."""
-    if _chunks.long_axis(geometry) is not None:
+    axis = _chunks.long_axis(geometry)
+    if axis is not None:
         with grad_output.device:
-            return _backward_by_pieces(grad_output, x, weight, geometry, output_mask, precision, out)
+            return _backward_by_pieces(grad_output, x, weight, geometry, axis, output_mask, precision, out)
     remember = (
         USE_REMEMBERED_BACKWARD and fast_key is not None and (remember_into is not None or not any(o is not None for o in out))
         and grad_output.flags.c_contiguous and x.flags.c_contiguous and weight.flags.c_contiguous
@@ -2181,7 +2182,7 @@ def backward(
         return _backward(grad_output, x, weight, geometry, output_mask, precision, out)
 
 
-def _backward_by_pieces(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out):
+def _backward_by_pieces(grad_output, x, weight, geometry: Geometry, axis: int, output_mask, precision: str, out):
     """backward of a problem with rows longer than the kernels' int lengths
     (_chunks); grad_bias's kernel takes any row length."""
     want_input, want_weight, want_bias = output_mask
@@ -2194,7 +2195,7 @@ def _backward_by_pieces(grad_output, x, weight, geometry: Geometry, output_mask,
             x_piece = x_piece if x_piece is not None else cupy.empty(sub.input_shape4, dtype=gy4.dtype)  # read by no kernel
             return _backward(gy_piece, x_piece, weight, sub, wanted + (False,), precision, (None, None, None))[:2]
 
-        summed = _chunks.backward_by_pieces(cupy, gy4, x.reshape(geometry.input_shape4), geometry, _chunks.long_axis(geometry), (want_input, want_weight), run, grad_input)
+        summed = _chunks.backward_by_pieces(cupy, gy4, x.reshape(geometry.input_shape4), geometry, axis, (want_input, want_weight), run, grad_input)
         if want_input:
             grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))
         if want_weight:
