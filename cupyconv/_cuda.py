@@ -9,6 +9,7 @@ the arrays' device and CuPy's current stream.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import struct
@@ -20,8 +21,11 @@ from typing import NamedTuple, Tuple
 import cupy
 import numpy
 
-from . import _api, _autotune, _chunks, _geometry, _kernels
+from . import _api, _autotune, _chunks, _geometry, _kernels, settings
 from ._geometry import Geometry
+
+_S = settings.current  # the routing settings in force
+_SETTINGS = settings._STATE  # ["version"]: moves on with every change of the settings
 
 _api._CUPY_NDARRAY = cupy.ndarray
 
@@ -53,7 +57,7 @@ def _i64(value: int):
 @cupy.memoize(for_each_device=True)
 def _function(filename: str, name: str):
     options = ("-std=c++17",)
-    if filename in _kernels.SM90A_FILES and _compute_capability() == 90:
+    if filename in _kernels.SM90A_FILES and _device_compute_capability() == 90:
         # wgmma needs the arch-specific target; NVRTC takes it over the plain
         # -arch=sm_90 CuPy appends.
         options += ("-arch=sm_90a",)
@@ -62,8 +66,18 @@ def _function(filename: str, name: str):
 
 
 @cupy.memoize(for_each_device=True)
-def _multiprocessors() -> int:
+def _device_multiprocessors() -> int:
     return cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
+def _multiprocessors() -> int:
+    """The multiprocessors to plan for (settings.multiprocessors, or the device's)."""
+    return _S().multiprocessors or _device_multiprocessors()
+
+
+def _index_type(*element_counts: int) -> str:
+    """_kernels.index_type, or the settings' index_type where one is forced."""
+    return _S().index_type or _kernels.index_type(*element_counts)
 
 
 @cupy.memoize(for_each_device=True)
@@ -112,14 +126,18 @@ class _Launch(NamedTuple):
 
 
 @cupy.memoize(for_each_device=True)
-def _compute_capability() -> int:
+def _device_compute_capability() -> int:
     return int(cupy.cuda.Device().compute_capability)
 
 
+def _compute_capability() -> int:
+    """The compute capability to plan for (settings.compute_capability, or the device's)."""
+    return _S().compute_capability or _device_compute_capability()
+
+
 # float32 "highest": "3xtf32" runs it as 3xTF32 on tensor cores where the pass
-# sums at least TF32X3_MIN_PRODUCTS products per output, and on CUDA cores
+# sums at least _S().tf32x3_min_products products per output, and on CUDA cores
 # (FFMA) elsewhere; "simt" runs it on CUDA cores everywhere.
-FLOAT32_HIGHEST = "3xtf32"
 # 3xTF32 (mma.cuh, MmaOp<float, 3>) sums each k-step's three products apart
 # and adds them with FADD, so its error grows with the sum's length like
 # FFMA's.  But a float's 24 bits do not fit in two 11-bit TF32 parts: each
@@ -128,12 +146,11 @@ FLOAT32_HIGHEST = "3xtf32"
 # 6e-8 on the GPU sweep's sums of 3 to 60 products, 3xTF32 1e-7 to 1.7e-7);
 # on long ones 3xTF32 is as accurate or more (the benchmark problems' sums of
 # 160 products and more: 1.1e-7 to 2.2e-7 against cuDNN's 1.5e-7 to 4.1e-7).
-TF32X3_MIN_PRODUCTS = 128
 
 
 def _tensor_core_passes(dtype: str, precision: str) -> int:
     """How the tensor-core kernels should multiply: 1 (one TF32, FP16 or BF16
-    product), 3 (3xTF32, float32 "highest" where FLOAT32_HIGHEST allows), or
+    product), 3 (3xTF32, float32 "highest" where _S().float32_highest allows), or
     0 for CUDA cores (float64, and every dtype before sm_80)."""
     if _compute_capability() < 80:
         return 0
@@ -142,7 +159,7 @@ def _tensor_core_passes(dtype: str, precision: str) -> int:
     if dtype == "float32":
         if precision == "tf32":
             return 1
-        return 3 if FLOAT32_HIGHEST == "3xtf32" else 0
+        return 3 if _S().float32_highest == "3xtf32" else 0
     return 0
 
 
@@ -154,10 +171,10 @@ def _products_per_output(geometry: Geometry, pass_name: str) -> float:
 
 
 def _passes(dtype: str, precision: str, geometry: Geometry, pass_name: str) -> int:
-    """_tensor_core_passes, with 3xTF32 only on sums of TF32X3_MIN_PRODUCTS or
+    """_tensor_core_passes, with 3xTF32 only on sums of _S().tf32x3_min_products or
     more (else 0: CUDA cores)."""
     passes = _tensor_core_passes(dtype, precision)
-    if passes == 3 and _products_per_output(geometry, pass_name) < TF32X3_MIN_PRODUCTS:
+    if passes == 3 and _products_per_output(geometry, pass_name) < _S().tf32x3_min_products:
         return 0
     return passes
 
@@ -167,11 +184,10 @@ def _passes(dtype: str, precision: str, geometry: Geometry, pass_name: str) -> i
 # warp's weight loads are consecutive instead of KH*KW (forward) or
 # C_out/groups*KH*KW (grad_input) elements apart.  Below it the copy's launch
 # would cost more than it saves.
-PACK_MIN_OUTPUT = 1 << 16
 
 
 def _packs_weight(geometry: Geometry, pass_name: str, out_size: int) -> bool:
-    return out_size >= PACK_MIN_OUTPUT and _kernels.gemm_weight_strides(geometry, pass_name)[1] != 1
+    return out_size >= _S().pack_min_output and _kernels.gemm_weight_strides(geometry, pass_name)[1] != 1
 
 
 def _gemm_rows(geometry: Geometry, pass_name: str) -> int:
@@ -350,6 +366,7 @@ _PACKED: dict = {}
 
 class _Recording(threading.local):
     recorder = None  # the _Recorder of this thread's call being recorded (forward or backward), if any
+    observers = ()  # the lists of observe_launches() blocks open on this thread
 
 
 _RECORDING = _Recording()
@@ -369,13 +386,30 @@ def _launch(plan: _Launch, arrays: tuple) -> None:
     recorder = _RECORDING.recorder
     if recorder is not None:
         recorder.launches.append((entry[1], arrays))
+    for names in _RECORDING.observers:
+        names.append(plan.name)
+
+
+@contextlib.contextmanager
+def observe_launches():
+    """The names of the kernels this thread launches in the block, in order:
+    the entry point for tests that check which family a call took.  Calls
+    remembered before the block are forgotten (the settings version moves
+    on) and none is remembered in it, so every call takes the checked path."""
+    names = []
+    _RECORDING.observers = _RECORDING.observers + (names,)
+    try:
+        with settings.override(use_remembered_forward=False, use_remembered_backward=False):
+            yield names
+    finally:
+        _RECORDING.observers = tuple(o for o in _RECORDING.observers if o is not names)
 
 
 @cupy.memoize(for_each_device=True)
 def _device_signature() -> str:
     properties = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     name = properties["name"]
-    return f"{name.decode() if isinstance(name, bytes) else name} sm_{_compute_capability()}"
+    return f"{name.decode() if isinstance(name, bytes) else name} sm_{_device_compute_capability()}"
 
 
 def _gpu_seconds(run) -> float:
@@ -410,7 +444,6 @@ def _pick(family: str, key: tuple, candidates, heuristic, launch):
 # input once for all taps) runs where it applies and the output has at least
 # this many elements; smaller problems keep conv_mma, which needs no padded
 # weight copy.
-WINDOW_MIN_OUTPUT = PACK_MIN_OUTPUT
 
 
 def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: int = 16, fill: bool = False):
@@ -608,18 +641,15 @@ def _window_weight(weight, geometry: Geometry, pass_name: str, dtype: str, fold:
 # conv_wgmma (wgmma, Hopper's warpgroup tensor cores) takes the passes
 # conv_window would run with one product per pair (tf32, float16, bfloat16) on
 # compute capability 9.0, where it fits and where it measured faster (H100,
-# scripts/wgmma_compare.py, perf notes v12): GEMMs of at most WGMMA_MAX_ROWS
+# scripts/wgmma_compare.py, perf notes v12): GEMMs of at most _S().wgmma_max_rows
 # rows (its 64 x 256 tile) whose blocks do either one channel slice or at
-# least WGMMA_MIN_TAPS taps per slice.  P1 (5 taps) and P4 in 16-bit (one
+# least _S().wgmma_min_taps taps per slice.  P1 (5 taps) and P4 in 16-bit (one
 # slice, before its dilated kernel folded) gained 10-25%; P4 in tf32 (two
 # slices of 3 taps), and every problem with more rows (P2, X2, X3: 128 x 128
 # tiles), lose 5-30%.  P4 now folds into 128 rows (_kernels.FOLD_DILATED):
 # conv_window 0.78-0.81 ms in 16-bit, conv_wgmma 128 x 128 0.84-0.85, the
 # unfolded conv_wgmma 0.77-0.78 (perf notes v15).  False keeps conv_window
 # everywhere.
-USE_WGMMA = True
-WGMMA_MAX_ROWS = 64
-WGMMA_MIN_TAPS = 4
 
 @functools.lru_cache(maxsize=1024)
 def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, int]:
@@ -634,18 +664,15 @@ def _wgmma_work(geometry: Geometry, pass_name: str, dtype: str) -> Tuple[int, in
 # scripts/wgmma_compare.py, perf notes v13): one phase (a stride-1
 # correlation: P1, P2; fold 1, consecutive outputs) whose GEMM rows fit one
 # row tile, so that each window is read by one block; in float32 (TF32) up to
-# RESIDENT_TF32_ROW_TILES row tiles, whose blocks each read the same windows
+# _S().resident_tf32_row_tiles row tiles, whose blocks each read the same windows
 # (P2: 128 rows in 64-row tiles, its 128-row weight tile too large): P2's
 # forward pass 3.41 -> 3.12 ms against conv_window, and its grad_input, whose
 # rows conv_window cannot take (65538 floats, not whole 16-byte vectors),
 # 6.2 ms on conv_mma before (perf notes v25; v13 measured it slower, before
 # v22's instruction cut).  Not where phases interleave their outputs or fold
 # (X2, X3; P4's dilated fold, which its fill below replaces): slower there.
-# False keeps it off; USE_RESIDENT_ANYWHERE lifts the rule (tests,
+# False keeps it off; _S().use_resident_anywhere lifts the rule (tests,
 # comparisons).
-USE_RESIDENT = True
-USE_RESIDENT_ANYWHERE = False
-RESIDENT_TF32_ROW_TILES = 2
 
 # conv_wgmma_resident's fill (_kernels.fill_record) takes the forward passes
 # of stride 2 whose dilation is even (P4), in the modes conv_wgmma_resident
@@ -654,15 +681,14 @@ RESIDENT_TF32_ROW_TILES = 2
 # between the sums.  Where it applies it comes before the routes above (the
 # dilated fold: 128 rows, twice the MMAs).  Measured in perf notes v17.
 # False keeps it off.
-USE_FILL = True
 
 
 @functools.lru_cache(maxsize=1024)
-def _resident_routed(geometry: Geometry, pass_name: str, dtype: str, tile, fill: bool = False) -> bool:
+def _resident_routed(s, geometry: Geometry, pass_name: str, dtype: str, tile, fill: bool = False) -> bool:
     """Whether the routing rules above send this pass to conv_wgmma_resident
     with `tile` (and its fill, with `fill`)."""
     flat, fold, _, out_channels, _, _ = _window_problem(geometry, pass_name, dtype, _resident_copy(geometry, pass_name, dtype), fill)
-    row_tiles = RESIDENT_TF32_ROW_TILES if dtype == "float32" and not fill else 1  # (the fill: measured with one)
+    row_tiles = s.resident_tf32_row_tiles if dtype == "float32" and not fill else 1  # (the fill: measured with one)
     return (fill or (len(flat) == 9 and fold == 1 and flat[2] == 1)) and out_channels <= row_tiles * tile.bm
 
 
@@ -683,24 +709,23 @@ def _resident_heuristic(geometry: Geometry, pass_name: str, dtype: str, index: s
 # pass and grad_input), ahead of it (_resident_plan with `split`): perf notes
 # v55.  With autotuning on it still runs where it applies (it has one tile).
 # False keeps it off.
-USE_SPLIT = True
 
 
 def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
     """Runs the pass with conv_wgmma_resident if it applies (its fill first,
     where that does); False if not."""
     multiprocessors = _multiprocessors()
-    fill = USE_FILL and _kernels.fill_record(geometry, pass_name) is not None
+    fill = _S().use_fill and _kernels.fill_record(geometry, pass_name) is not None
     if fill:
         fill_rows = _gemm_rows(geometry, pass_name)  # no fold
         heuristic = _resident_heuristic(geometry, pass_name, dtype, index, fill_rows, max_shared, multiprocessors, True)
-        fill = heuristic is not None and (USE_RESIDENT_ANYWHERE or _resident_routed(geometry, pass_name, dtype, heuristic, True))
+        fill = heuristic is not None and (_S().use_resident_anywhere or _resident_routed(_S(), geometry, pass_name, dtype, heuristic, True))
     if not fill:
         heuristic = _resident_heuristic(geometry, pass_name, dtype, index, rows, max_shared, multiprocessors)
-        if heuristic is None or not (USE_RESIDENT_ANYWHERE or _resident_routed(geometry, pass_name, dtype, heuristic)):
+        if heuristic is None or not (_S().use_resident_anywhere or _resident_routed(_S(), geometry, pass_name, dtype, heuristic)):
             return False
     packed = _window_weight(weight, geometry, pass_name, dtype, fold=not fill, round_tf32=True)
-    if not fill and USE_SPLIT and heuristic == _kernels.SPLIT_TILE:
+    if not fill and _S().use_split and heuristic == _kernels.SPLIT_TILE:
         split = _resident_plan(geometry, pass_name, dtype, index, heuristic, max_shared, multiprocessors, split=True)
         if split is not None:
             _launch(split[0], (source4, packed, bias, out4, _phase_table(split[1])))
@@ -722,23 +747,20 @@ def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
 # stride-1 correlation (the forward pass of a stride-1 problem, its
 # grad_input) with a build for their taps, on compute capability 9.0, ahead
 # of conv_wgmma_resident, where their output channels are more than
-# CONV_TF32_MIN_ROWS a group: there conv_wgmma_resident's 128-row weight
+# _S().conv_tf32_min_rows a group: there conv_wgmma_resident's 128-row weight
 # tile does not fit (P2), and it splits the rows over two blocks that each
 # transpose the same windows: P2's forward pass 3.16 -> 2.25-2.45 ms, its
 # grad_input 2.86 -> 2.3-2.5 (perf notes v28).  Where it declines (5 or more
 # taps, a weight tile over the shared memory), conv_wgmma_resident's
-# RESIDENT_TF32_ROW_TILES rule still applies.  False keeps it off; "anywhere"
+# _S().resident_tf32_row_tiles rule still applies.  False keeps it off; "anywhere"
 # lifts the row rule (tests, comparisons).
 #
 # Its FOLD builds take a forward pass that folds (window_records: the stride
 # divides the kernel, dilation 1) into one record whose fold is at least
-# CONV_TF32_MIN_FOLD: X3 (fold 256, 4 taps), whose conv_window ran
+# _S().conv_tf32_min_fold: X3 (fold 256, 4 taps), whose conv_window ran
 # mma.sync tiles that each read a 128 KB weight tile for 128 columns (perf
 # notes v34).  The block keeps its 128 (channel, sub-phase) rows' weight, 4
 # taps x 64 channels, and streams the input.  "anywhere" lifts this rule too.
-USE_CONV_TF32 = True
-CONV_TF32_MIN_ROWS = 64
-CONV_TF32_MIN_FOLD = 128
 
 
 @functools.lru_cache(maxsize=1024)
@@ -781,16 +803,16 @@ def _conv_tf32_plan(geometry: Geometry, pass_name: str, index: str, multiprocess
 
 
 def _conv_tf32(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str) -> bool:
-    """Runs the pass with conv_wgmma_tf32 if it is routed (see USE_CONV_TF32); False if not."""
-    if not USE_CONV_TF32:
+    """Runs the pass with conv_wgmma_tf32 if it is routed (see _S().use_conv_tf32); False if not."""
+    if not _S().use_conv_tf32:
         return False
     plan = _conv_tf32_plan(geometry, pass_name, index, _multiprocessors(), _max_shared())
     if plan is None:
         return False
-    if USE_CONV_TF32 != "anywhere":
+    if _S().use_conv_tf32 != "anywhere":
         fold = (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
         rows = geometry.out_channels_per_group if pass_name == "forward" else geometry.in_channels_per_group
-        if (fold == 1 and rows <= CONV_TF32_MIN_ROWS) or 1 < fold < CONV_TF32_MIN_FOLD:
+        if (fold == 1 and rows <= _S().conv_tf32_min_rows) or 1 < fold < _S().conv_tf32_min_fold:
             return False
     packed = _window_weight(weight, geometry, pass_name, "float32", round_tf32=True)
     _launch(plan[0], (source4, packed, bias, out4))
@@ -806,7 +828,6 @@ def _conv_tf32(source4, weight, bias, out4, geometry: Geometry, pass_name: str, 
 # columns of weight, 512 KB), whose conv_window (TF32) and conv_wgmma_x3
 # (3xTF32) it replaces.  False keeps it off; "anywhere" lifts the rule
 # (tests, comparisons).
-USE_CONV_TF32_STREAM = True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -856,7 +877,6 @@ def _conv_tf32_stream_plan(geometry: Geometry, index: str, passes: int, multipro
 # window box reads no other group's channels (one group, or channels a
 # multiple of the slice): blocks in clusters of two share each stage's
 # weight, copied by TMA (perf notes v47).  False keeps conv_tf32_stream.
-USE_CONV_TF32_MULTICAST = True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -910,14 +930,14 @@ def _conv_tf32_multicast_plan(geometry: Geometry, index: str, multiprocessors: i
 def _conv_tf32_stream(x4, weight, bias, out4, geometry: Geometry, passes: int) -> bool:
     """Runs the forward pass with conv_tf32_stream (TF32: conv_tf32_multicast
     where it applies) if the rule above sends it there; False if not."""
-    if not USE_CONV_TF32_STREAM:
+    if not _S().use_conv_tf32_stream:
         return False
-    index = _kernels.index_type(x4.size, out4.size)  # (the weight's offsets are 32-bit)
+    index = _index_type(x4.size, out4.size)  # (the weight's offsets are 32-bit)
     plan = _conv_tf32_stream_plan(geometry, index, passes, _multiprocessors(), _max_shared())
-    if plan is None or (plan[2] and USE_CONV_TF32_STREAM != "anywhere"):
+    if plan is None or (plan[2] and _S().use_conv_tf32_stream != "anywhere"):
         return False
     multicast = None
-    if passes == 1 and USE_CONV_TF32_MULTICAST:
+    if passes == 1 and _S().use_conv_tf32_multicast:
         multicast = _conv_tf32_multicast_plan(geometry, index, _multiprocessors(), _max_shared())
     packed = _window_weight(weight, geometry, "forward", "float32", round_tf32=True, split=passes == 3)
     _launch(multicast or plan[0], (x4, packed, bias, out4))
@@ -931,20 +951,17 @@ def _conv_tf32_stream(x4, weight, bias, out4, geometry: Geometry, passes: int) -
 # input read through a TMA tensor map by clusters of two blocks, one k-block
 # for both.  Inputs whose rows are not whole 16-byte vectors, or whose
 # channels' weight tile does not fit in shared memory, keep the other
-# kernels.  False keeps it off; FOLD_BLOCKS (tests) sets its grid in place of
+# kernels.  False keeps it off; _S().fold_blocks (tests) sets its grid in place of
 # one block a multiprocessor (rounded down to whole clusters, at least one).
-USE_FOLD = True
-FOLD_BLOCKS = None
 # A kernel of 16 taps (X2's) whose weight is 16-byte aligned is read by
 # conv_fold as given, each row tile's weight transposed into shared memory
 # as a run starts (conv_fold.cu's raw_weight), without pack_fold_weight's
 # launch and buffer (perf notes v45).  False packs every weight.
-USE_FOLD_RAW_WEIGHT = True
 
 
 def _fold_applies(geometry: Geometry, dtype: str) -> bool:
     return (
-        USE_FOLD and dtype in _kernels.FOLD_DTYPES and _kernels._is_1d(geometry) and geometry.groups == 1
+        _S().use_fold and dtype in _kernels.FOLD_DTYPES and _kernels._is_1d(geometry) and geometry.groups == 1
         and geometry.stride[1] == _kernels.FOLD_STRIDE and geometry.dilation[1] == 1
         and _kernels.FOLD_STRIDE < geometry.kernel[1] <= _kernels.FOLD_TAPS and geometry.in_size[1] % 8 == 0
     )  # fmt: skip
@@ -996,11 +1013,11 @@ def _fold(x4, weight, bias, out4, geometry: Geometry) -> bool:
     """Runs the forward pass with conv_fold if the rule above sends it there;
     False if not."""
     dtype = _geometry.dtype_name(out4.dtype)
-    if not _fold_applies(geometry, dtype) or out4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or _compute_capability() != 90:
+    if not _fold_applies(geometry, dtype) or out4.size < _S().window_min_output or x4.data.ptr % 16 or _compute_capability() != 90:
         return False
-    index = _kernels.index_type(x4.size, out4.size, weight.size)
-    raw = USE_FOLD_RAW_WEIGHT and geometry.kernel[1] == _kernels.FOLD_TAPS and weight.data.ptr % 16 == 0
-    plan = _fold_plan(geometry, dtype, index, FOLD_BLOCKS or _multiprocessors(), _max_shared(), raw)
+    index = _index_type(x4.size, out4.size, weight.size)
+    raw = _S().use_fold_raw_weight and geometry.kernel[1] == _kernels.FOLD_TAPS and weight.data.ptr % 16 == 0
+    plan = _fold_plan(geometry, dtype, index, _S().fold_blocks or _multiprocessors(), _max_shared(), raw)
     if plan is None:
         return False
     launch, pack, packed_shape = plan
@@ -1017,20 +1034,19 @@ def _fold(x4, weight, bias, out4, geometry: Geometry) -> bool:
 # conv_wgmma_resident's fill takes in the other modes (stride 2, a dilation
 # that is a multiple of it: P4), as 3xTF32 on tensor cores: one phase of 64
 # GEMM rows, where conv_direct (FFMA) or the dilated fold (128 rows) would
-# run.  Ahead of conv_direct on sums under TF32X3_MIN_PRODUCTS too (P4: 96
+# run.  Ahead of conv_direct on sums under _S().tf32x3_min_products too (P4: 96
 # products an output); measured in perf notes v17.  False keeps it off.
-USE_WINDOW_FILL = True
 
 
 def _window_fill(x4, weight, bias, out4, geometry: Geometry, precision: str) -> bool:
     """Runs the forward pass with conv_window's fill if the rule above sends
     it there; False if not."""
     dtype = _geometry.dtype_name(out4.dtype)
-    if not (USE_FILL and USE_WINDOW_FILL) or dtype != "float32" or _tensor_core_passes(dtype, precision) != _kernels.WINDOW_FILL_PASSES:
+    if not (_S().use_fill and _S().use_window_fill) or dtype != "float32" or _tensor_core_passes(dtype, precision) != _kernels.WINDOW_FILL_PASSES:
         return False
-    if out4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or _kernels.fill_record(geometry, "forward") is None:
+    if out4.size < _S().window_min_output or x4.data.ptr % 16 or _kernels.fill_record(geometry, "forward") is None:
         return False
-    index = _kernels.index_type(x4.size, out4.size, weight.size)
+    index = _index_type(x4.size, out4.size, weight.size)
     max_shared, passes = _max_shared(), _kernels.WINDOW_FILL_PASSES
     heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, _gemm_rows(geometry, "forward"))
     if _window_plan(geometry, "forward", dtype, index, heuristic, max_shared, passes, True) is None:
@@ -1050,13 +1066,13 @@ def _window_fill(x4, weight, bias, out4, geometry: Geometry, precision: str) -> 
 
 def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
     """Runs the pass with conv_wgmma if it applies; False if it does not."""
-    if rows > WGMMA_MAX_ROWS:
+    if rows > _S().wgmma_max_rows:
         return False
     heuristic = _kernels.wgmma_heuristic(rows)
     if _wgmma_plan(geometry, pass_name, dtype, index, heuristic, max_shared) is None:
         return False
     taps, slices = _wgmma_work(geometry, pass_name, dtype)
-    if slices > 1 and taps < WGMMA_MIN_TAPS:
+    if slices > 1 and taps < _S().wgmma_min_taps:
         return False
     packed = _window_weight(weight, geometry, pass_name, dtype, round_tf32=True)
 
@@ -1075,21 +1091,17 @@ def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, inde
 # into shared memory) takes the float32 "highest" passes conv_window would
 # run with 3xTF32 on compute capability 9.0, where it fits and where it
 # measured faster (H100, scripts/wgmma_x3_compare.py, perf notes v21): GEMMs
-# of WGMMA_X3_MIN_ROWS (its tiles' height) to WGMMA_X3_MAX_ROWS rows.  P1
+# of _S().wgmma_x3_min_rows (its tiles' height) to _S().wgmma_x3_max_rows rows.  P1
 # forward 1.79-1.94 -> 1.76-1.78 ms, P2 7.92-7.95 -> 6.82-6.96, X2
 # 5.14-5.19 -> 5.02-5.17; X3 (16384 rows, 4 slices of 4 taps) no faster,
 # 1.01-1.13 against 1.01-1.09, so it keeps conv_window.  False keeps
-# conv_window everywhere; USE_WGMMA_X3_ANYWHERE (tests) lifts the row rule.
-USE_WGMMA_X3 = True
-USE_WGMMA_X3_ANYWHERE = False
-WGMMA_X3_MIN_ROWS = 64
-WGMMA_X3_MAX_ROWS = 4096
+# conv_window everywhere; _S().use_wgmma_x3_anywhere (tests) lifts the row rule.
 WGMMA_X3_TILES = (_kernels.WGMMA_TILES[1], _kernels.WGMMA_TILES[0])  # the heuristic's order: 64 x 256 measured faster on P1, P2, X2, X3
 
 
 def _wgmma_x3(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, rows: int, max_shared: int) -> bool:
     """Runs the pass with conv_wgmma_x3 if it applies; False if it does not."""
-    if not (WGMMA_X3_MIN_ROWS <= rows <= WGMMA_X3_MAX_ROWS or USE_WGMMA_X3_ANYWHERE):
+    if not (_S().wgmma_x3_min_rows <= rows <= _S().wgmma_x3_max_rows or _S().use_wgmma_x3_anywhere):
         return False
     heuristic = next((t for t in WGMMA_X3_TILES if _wgmma_plan(geometry, pass_name, "float32", index, t, max_shared, 3)), None)
     if heuristic is None:
@@ -1108,24 +1120,24 @@ def _wgmma_x3(source4, weight, bias, out4, geometry: Geometry, pass_name: str, i
 
 
 def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, passes: int = 1) -> bool:
-    """Runs the pass with conv_tf32_stream (see USE_CONV_TF32_STREAM),
-    conv_wgmma (see USE_WGMMA), conv_wgmma_x3 (passes 3, see USE_WGMMA_X3)
+    """Runs the pass with conv_tf32_stream (see _S().use_conv_tf32_stream),
+    conv_wgmma (see _S().use_wgmma), conv_wgmma_x3 (passes 3, see _S().use_wgmma_x3)
     or conv_window (float: TF32, or 3xTF32 with passes 3) if one applies;
     False if none does."""
-    if out4.size < WINDOW_MIN_OUTPUT or source4.data.ptr % 16:
+    if out4.size < _S().window_min_output or source4.data.ptr % 16:
         return False
     rows = _gemm_rows(geometry, pass_name) * (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
     max_shared = _max_shared()
     if dtype == "float32" and pass_name == "forward" and _compute_capability() == 90 and _conv_tf32_stream(source4, weight, bias, out4, geometry, passes):
         return True
-    if USE_WGMMA and passes == 1 and _compute_capability() == 90:
+    if _S().use_wgmma and passes == 1 and _compute_capability() == 90:
         if dtype == "float32" and _conv_tf32(source4, weight, bias, out4, geometry, pass_name, index):
             return True
-        if USE_RESIDENT and _resident(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
+        if _S().use_resident and _resident(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
             return True
         if _wgmma(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
             return True
-    if USE_WGMMA_X3 and passes == 3 and _compute_capability() == 90:
+    if _S().use_wgmma_x3 and passes == 3 and _compute_capability() == 90:
         if _wgmma_x3(source4, weight, bias, out4, geometry, pass_name, index, rows, max_shared):
             return True
     heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, rows)
@@ -1148,17 +1160,15 @@ def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, ind
 # grad_input_taps and grad_weight_taps split a reduction into pieces of at
 # least this many 128-byte stages, and only while the blocks fit on the GPU at
 # once (two per multiprocessor: their launch bounds and shared memory).
-GRAD_INPUT_TAPS_MIN_CHUNKS = 16
-GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR = 2
 
 
 @functools.lru_cache(maxsize=1024)
-def _taps_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, vector: int, multiprocessors: int, tile, passes: int = 1):
+def _taps_plan(s, geometry: Geometry, pass_name: str, dtype: str, index: str, vector: int, multiprocessors: int, tile, passes: int = 1):
     """(grad_input_taps or grad_weight_taps launch, workspace shape,
     sum_splits launch); the last two are None where the reduction is not
     split (the kernel then writes the gradient itself).  The reduction is
     split where the GEMM has fewer blocks than fit on the GPU at once, into
-    pieces of at least GRAD_INPUT_TAPS_MIN_CHUNKS stages."""
+    pieces of at least s.grad_input_taps_min_chunks stages."""
     rows, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
     batch, _, _, in_w = geometry.input_shape4
     out_w = geometry.output_shape4[3]
@@ -1173,8 +1183,8 @@ def _taps_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, vecto
     col_tiles = -(-columns // tile.bn)
     chunks = -(-(reduction * _kernels.ITEMSIZE[dtype]) // 128)  # 128-byte stages
     independent = m_tiles * col_tiles * geometry.groups
-    capacity = GRAD_INPUT_TAPS_BLOCKS_PER_MULTIPROCESSOR * multiprocessors
-    splits = max(1, min(capacity // independent, chunks // GRAD_INPUT_TAPS_MIN_CHUNKS))
+    capacity = s.grad_input_taps_blocks_per_multiprocessor * multiprocessors
+    splits = max(1, min(capacity // independent, chunks // s.grad_input_taps_min_chunks))
     per_split = -(-chunks // splits)
     splits = -(-chunks // per_split)
     scalars = (
@@ -1198,15 +1208,15 @@ def _taps(pass_name: str, inputs: tuple, out, gy4, geometry: Geometry, dtype: st
         "grad_weight": (_kernels.grad_weight_taps_vector, _kernels.GRAD_WEIGHT_TAPS_TILES),
     }[pass_name]
     vector = vector_for(geometry, dtype)
-    if vector is None or gy4.size < WINDOW_MIN_OUTPUT or any(a.data.ptr % vector for a in inputs):
+    if vector is None or gy4.size < _S().window_min_output or any(a.data.ptr % vector for a in inputs):
         return False
     multiprocessors = _multiprocessors()
 
     def launch(tile):
-        partial, workspace_shape, finish = _taps_plan(geometry, pass_name, dtype, "int", vector, multiprocessors, tile, passes)
-        index = _kernels.index_type(*(a.size for a in inputs), out.size, math.prod(workspace_shape or (0,)))
+        partial, workspace_shape, finish = _taps_plan(_S(), geometry, pass_name, dtype, "int", vector, multiprocessors, tile, passes)
+        index = _index_type(*(a.size for a in inputs), out.size, math.prod(workspace_shape or (0,)))
         if index != "int":
-            partial, workspace_shape, finish = _taps_plan(geometry, pass_name, dtype, index, vector, multiprocessors, tile, passes)
+            partial, workspace_shape, finish = _taps_plan(_S(), geometry, pass_name, dtype, index, vector, multiprocessors, tile, passes)
         if finish is None:
             _launch(partial, inputs + (out, None))
         else:
@@ -1243,7 +1253,6 @@ def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
 # there too (v40).
 # Routed ahead of grad_input_taps; False keeps it off (the taps kernels'
 # tests do).
-USE_GRAD_INPUT_OVERLAP = True
 
 
 def _grad_input_overlap_applies(geometry: Geometry, dtype: str, source4, out4, passes: int = 1) -> bool:
@@ -1283,7 +1292,6 @@ def _grad_input_overlap_plan(geometry: Geometry, dtype: str, index: str):
 # Its tensor map over grad_output needs rows of whole 16-byte quads (the
 # overlap rule's out_w % 4 and 16-byte alignment).  False keeps
 # grad_input_overlap's float build.
-USE_GRAD_INPUT_MULTICAST = True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1322,9 +1330,9 @@ def _grad_input_multicast_plan(geometry: Geometry, index: str, multiprocessors: 
 def _grad_input_overlap(gy4, weight, grad4, geometry: Geometry, dtype: str, index: str, passes: int) -> bool:
     """Runs grad_input with grad_input_overlap (float: grad_input_multicast
     where routed) if it is routed and applies; False if not."""
-    if not USE_GRAD_INPUT_OVERLAP or _compute_capability() != 90 or not _grad_input_overlap_applies(geometry, dtype, gy4, grad4, passes):
+    if not _S().use_grad_input_overlap or _compute_capability() != 90 or not _grad_input_overlap_applies(geometry, dtype, gy4, grad4, passes):
         return False
-    if dtype == "float32" and USE_GRAD_INPUT_MULTICAST and _kernels.GRAD_INPUT_MULTICAST_SHARED <= _max_shared():
+    if dtype == "float32" and _S().use_grad_input_multicast and _kernels.GRAD_INPUT_MULTICAST_SHARED <= _max_shared():
         plan = _grad_input_multicast_plan(geometry, index, _multiprocessors())
         if plan is not None:
             launch, pack, packed_shape = plan
@@ -1342,7 +1350,7 @@ def _grad_input_overlap(gy4, weight, grad4, geometry: Geometry, dtype: str, inde
 
 
 def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
-    index = _kernels.index_type(source4.size, out4.size, weight.size)
+    index = _index_type(source4.size, out4.size, weight.size)
     dtype = _geometry.dtype_name(out4.dtype)
     passes = _passes(dtype, precision, geometry, pass_name)
     if pass_name == "grad_input" and _grad_input_overlap(source4, weight, out4, geometry, dtype, index, passes):
@@ -1371,12 +1379,10 @@ def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, preci
 # grad_input_phase takes float32 1D grad_input on tensor cores where every
 # tap lands on one phase of grad_output and the stride is above 1 (perf
 # notes v18: P4), and at stride 1 where one tile of input channels covers a
-# group (GRAD_INPUT_PHASE_STRIDE_ONE: each grad_output element read by one
+# group (_S().grad_input_phase_stride_one: each grad_output element read by one
 # block, in 16-byte copies; perf notes v19: P1); True takes every stride-1
-# problem, False none.  USE_GRAD_INPUT_PHASE False keeps the other kernels;
+# problem, False none.  _S().use_grad_input_phase False keeps the other kernels;
 # "anywhere" lifts the size and stride rules (tests).
-USE_GRAD_INPUT_PHASE = True
-GRAD_INPUT_PHASE_STRIDE_ONE = "one_tile"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1403,18 +1409,18 @@ def _grad_input_phase_plan(geometry: Geometry, index: str, passes: int, max_shar
 
 
 def _grad_input_phase_stride_one(geometry: Geometry) -> bool:
-    if GRAD_INPUT_PHASE_STRIDE_ONE == "one_tile":
+    if _S().grad_input_phase_stride_one == "one_tile":
         return geometry.in_channels_per_group <= _kernels.GRAD_INPUT_PHASE_CHANNELS
-    return bool(GRAD_INPUT_PHASE_STRIDE_ONE)
+    return bool(_S().grad_input_phase_stride_one)
 
 
 def _grad_input_phase(gy4, weight, grad4, geometry: Geometry, dtype: str, passes: int) -> bool:
     """Runs grad_input with grad_input_phase if it is routed; False if not."""
-    if not USE_GRAD_INPUT_PHASE or dtype != "float32" or passes not in _kernels.GRAD_INPUT_PHASE_PASSES or grad4.data.ptr % 8:
+    if not _S().use_grad_input_phase or dtype != "float32" or passes not in _kernels.GRAD_INPUT_PHASE_PASSES or grad4.data.ptr % 8:
         return False
-    if USE_GRAD_INPUT_PHASE != "anywhere" and (gy4.size < WINDOW_MIN_OUTPUT or (geometry.stride[1] == 1 and not _grad_input_phase_stride_one(geometry))):
+    if _S().use_grad_input_phase != "anywhere" and (gy4.size < _S().window_min_output or (geometry.stride[1] == 1 and not _grad_input_phase_stride_one(geometry))):
         return False
-    index = _kernels.index_type(gy4.size, weight.size, grad4.size)
+    index = _index_type(gy4.size, weight.size, grad4.size)
     plan = _grad_input_phase_plan(geometry, index, passes, _max_shared())
     if plan is None:
         return False
@@ -1423,7 +1429,7 @@ def _grad_input_phase(gy4, weight, grad4, geometry: Geometry, dtype: str, passes
 
 
 # conv_direct runs the forward pass where an output sums at most this many
-# products on average and the output has at least DIRECT_MIN_OUTPUT
+# products on average and the output has at least _S().direct_min_output
 # elements: there the passes are bound by writing the output, and conv_direct
 # writes it once, in order, where the polyphase GEMMs write one strided
 # lattice per phase.  Smaller outputs keep the small-call launch (no packed
@@ -1431,24 +1437,21 @@ def _grad_input_phase(gy4, weight, grad4, geometry: Geometry, dtype: str, passes
 # tensor-core GEMMs (float16, bfloat16, float32 "tf32") conv_direct wins on
 # P5 (11.5 products: 0.52-0.58 ms against 0.83-1.64) and loses or ties on P4
 # (48: 1.66 ms against 0.84-1.61); against float32's CUDA-core GEMM ("highest"
-# below TF32X3_MIN_PRODUCTS) it also wins on P4 (1.59-1.66 ms against
-# 1.76-1.85), where its tiles' rows are full (DIRECT_FULL_ROWS output channels
+# below _S().tf32x3_min_products) it also wins on P4 (1.59-1.66 ms against
+# 1.76-1.85), where its tiles' rows are full (_S().direct_full_rows output channels
 # per group; P3's 8 leave half of a 16-row tile idle; P4 itself now takes
 # conv_window's fill, _window_fill, ahead of conv_direct).  float64 and GPUs
 # before sm_80 keep 16, the limit measured there (P5 float64: 1.22-1.45 ms
 # against 2.87).  Measured on H100, perf notes v10 and v11.
-DIRECT_MAX_PRODUCTS = {"tensor_cores": 16, "cuda_cores": 16, "cuda_cores_full_rows": 64}
-DIRECT_FULL_ROWS = 32
-DIRECT_MIN_OUTPUT = 1 << 16
 
 
 def _direct_limit(geometry: Geometry, dtype: str, precision: str) -> float:
     """The most products per output conv_direct takes for this problem."""
     if _tensor_core_passes(dtype, precision) == 1:
-        return DIRECT_MAX_PRODUCTS["tensor_cores"]
-    if dtype == "float32" and geometry.out_channels_per_group >= DIRECT_FULL_ROWS:  # measured in float32 only
-        return DIRECT_MAX_PRODUCTS["cuda_cores_full_rows"]
-    return DIRECT_MAX_PRODUCTS["cuda_cores"]
+        return _S().direct_max_products_tensor_cores
+    if dtype == "float32" and geometry.out_channels_per_group >= _S().direct_full_rows:  # measured in float32 only
+        return _S().direct_max_products_full_rows
+    return _S().direct_max_products_cuda_cores
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1505,9 +1508,9 @@ def _direct_weight(weight, geometry: Geometry, tile):
 def _direct(x4, weight, bias, out4, geometry: Geometry, precision: str) -> bool:
     """Runs the forward pass with conv_direct if it applies; False if not."""
     dtype = _geometry.dtype_name(out4.dtype)
-    if out4.size < DIRECT_MIN_OUTPUT or _products_per_output(geometry, "forward") > _direct_limit(geometry, dtype, precision):
+    if out4.size < _S().direct_min_output or _products_per_output(geometry, "forward") > _direct_limit(geometry, dtype, precision):
         return False
-    index = _kernels.index_type(x4.size, out4.size, weight.size)
+    index = _index_type(x4.size, out4.size, weight.size)
     max_shared, multiprocessors = _max_shared(), _multiprocessors()
     heuristic = _kernels.direct_heuristic(geometry.out_channels_per_group)
     if _direct_plan(geometry, dtype, index, heuristic, max_shared, multiprocessors) is None:
@@ -1547,29 +1550,26 @@ def _depthwise_plan(geometry: Geometry, dtype: str, index: str, multiprocessors:
 
 
 def _depthwise(x4, weight, bias, out4, geometry: Geometry) -> None:
-    index = _kernels.index_type(x4.size, out4.size, weight.size)
+    index = _index_type(x4.size, out4.size, weight.size)
     plan, first_taps = _depthwise_plan(geometry, _geometry.dtype_name(out4.dtype), index, _multiprocessors())
     _launch(plan, (x4, weight, bias, out4, _phase_table(first_taps)))
 
 
 # grouped_forward: large 1D forward passes with few channels a group (P3), on
-# CUDA cores.  Tests set USE_GROUPED_FORWARD to "anywhere" to lift the size
+# CUDA cores.  Tests set _S().use_grouped_forward to "anywhere" to lift the size
 # rule, or False to keep the GEMMs.
-USE_GROUPED_FORWARD = True
-GROUPED_FORWARD_MIN_OUTPUT = 1 << 16  # output elements
 
 
-GROUPED_FORWARD_MAX_TC_ROWS = 32  # MG * S past which the tensor-core GEMMs win (one product a pair)
 
 
 def _grouped_forward_routed(geometry: Geometry, dtype: str, precision: str) -> bool:
     """Where grouped_forward runs: every problem it takes, with at least
-    GROUPED_FORWARD_MIN_OUTPUT outputs; in the modes of one tensor-core
-    product (tf32, float16, bfloat16) only up to GROUPED_FORWARD_MAX_TC_ROWS
+    _S().grouped_forward_min_output outputs; in the modes of one tensor-core
+    product (tf32, float16, bfloat16) only up to _S().grouped_forward_max_tc_rows
     outputs a step (MG * S): with 16 output channels a group at stride 4 it
     measured 0.32-0.35 ms against conv_mma's 0.23-0.28 (perf notes v16)."""
     passes = _tensor_core_passes(dtype, precision)
-    return _grouped_forward_decision(geometry, dtype, passes, USE_GROUPED_FORWARD, GROUPED_FORWARD_MIN_OUTPUT, GROUPED_FORWARD_MAX_TC_ROWS)
+    return _grouped_forward_decision(geometry, dtype, passes, _S().use_grouped_forward, _S().grouped_forward_min_output, _S().grouped_forward_max_tc_rows)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1602,22 +1602,22 @@ def _grouped_forward_plan(geometry: Geometry, dtype: str, index: str) -> Tuple[_
 
 
 def _grouped_forward(x4, weight, bias, out4, geometry: Geometry) -> None:
-    index = _kernels.index_type(x4.size, out4.size, weight.size)
+    index = _index_type(x4.size, out4.size, weight.size)
     plan, taps = _grouped_forward_plan(geometry, _geometry.dtype_name(out4.dtype), index)
     _launch(plan, (x4, weight, bias, out4, _phase_table(taps)))  # an int32 table like the phase tables
 
 
 # A forward pass whose output has fewer elements than this (and than
-# WINDOW_MIN_OUTPUT and PACK_MIN_OUTPUT: no padded or packed weight copy) is
+# _S().window_min_output and _S().pack_min_output: no padded or packed weight copy) is
 # one launch whose plan depends only on the call's signature; with autotuning
 # off, that launch is remembered whole (_small_forward_launch), so a tiny call
 # costs little more than an allocation and a kernel launch.
-SMALL_FORWARD_MAX_OUTPUT = 1 << 16
 
 
 class _Bound(NamedTuple):
     """A launch with everything but the call's arrays in place."""
 
+    name: str
     function: object
     grid: tuple
     block: tuple
@@ -1626,7 +1626,7 @@ class _Bound(NamedTuple):
 
 
 # conv_tiny runs the small forward passes whose output has at most
-# TINY_MAX_OUTPUT elements, each summing at most TINY_MAX_PRODUCTS products
+# _S().tiny_max_output elements, each summing at most _S().tiny_max_products products
 # on average, in every dtype and mode (FMA in the accumulator type, so
 # float32 "tf32" as accurate as "highest"), with autotuning on or off: one
 # thread an output, no tiles.  conv_gemm's and conv_mma's smallest tiles and
@@ -1634,12 +1634,10 @@ class _Bound(NamedTuple):
 # X4 12.9 against 13.0 us, 27.5 against 34.8 at 16384 outputs of 192
 # products, 28.3 against 46.8 at 2400 of 512; perf notes v50).  Both limits
 # are the largest measured.
-TINY_MAX_OUTPUT = 1 << 14
-TINY_MAX_PRODUCTS = 192
 
 
 def _tiny_routed(geometry: Geometry, output_size: int) -> bool:
-    return output_size <= TINY_MAX_OUTPUT and _products_per_output(geometry, "forward") <= TINY_MAX_PRODUCTS
+    return output_size <= _S().tiny_max_output and _products_per_output(geometry, "forward") <= _S().tiny_max_products
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1657,24 +1655,20 @@ def _tiny_plan(geometry: Geometry, dtype: str, index: str) -> _Launch:
 
 
 @functools.lru_cache(maxsize=1024)
-def _small_forward_launch(
-    geometry: Geometry, dtype: str, index: str, precision: str, device: int, highest: str, min_products: int, tiny: bool
-) -> _Bound:
+def _small_forward_launch(s, geometry: Geometry, dtype: str, index: str, precision: str, device: int, tiny: bool) -> _Bound:
     """The one launch of a small forward pass (the decisions of forward() and
-    _gemm() for an output below SMALL_FORWARD_MAX_OUTPUT, without autotuning;
-    conv_tiny's with autotuning too).
-    `device`, `highest`, `min_products` and `tiny` (FLOAT32_HIGHEST,
-    TF32X3_MIN_PRODUCTS, _tiny_routed) are part of the key: each changes the
-    answer."""
+    _gemm() for an output below settings.small_forward_max_output, without
+    autotuning; conv_tiny's with autotuning too).  The settings `s`, `device`
+    and `tiny` (_tiny_routed) are part of the key: each changes the answer."""
     if tiny:
         plan = _tiny_plan(geometry, dtype, index)
-        return _Bound(_kernel_function(plan), (plan.blocks,), (plan.threads,), plan.scalars, plan.shared)
+        return _Bound(plan.name, _kernel_function(plan), (plan.blocks,), (plan.threads,), plan.scalars, plan.shared)
     if geometry.in_channels_per_group == 1:
         plan, flat = _depthwise_plan(geometry, dtype, index, _multiprocessors())
     else:
         passes = _passes(dtype, precision, geometry, "forward")
         plan, flat = _gemm_plan(geometry, "forward", dtype, index, passes, False, _gemm_heuristic(geometry, "forward", passes))
-    return _Bound(_kernel_function(plan), (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
+    return _Bound(plan.name, _kernel_function(plan), (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
 
 
 # A remembered small forward call whose output has at most this many bytes
@@ -1685,7 +1679,6 @@ def _small_forward_launch(
 # was made with (CuPy's pool hands a block out for the stream that asks), and
 # holds at most this much memory per remembered signature (_api._FAST_FORWARD
 # keeps up to 1024).  0: no spares.
-SPARE_OUTPUT_MAX_BYTES = 1 << 14
 
 
 class _FastForward:
@@ -1694,17 +1687,17 @@ class _FastForward:
     call takes its output (the spare, or a new array) and launches.  It
     returns None, and the caller takes the checked path, where the current
     device is not the arrays', a setting of this module or _kernels has
-    changed since (_SETTINGS: the plan read FLOAT32_HIGHEST,
-    TF32X3_MIN_PRODUCTS and the size limits), or autotuning is on."""
+    changed since (_SETTINGS: the plan read _S().float32_highest,
+    _S().tf32x3_min_products and the size limits), or autotuning is on."""
 
     def __init__(self, bound: _Bound, shape: tuple, dtype, device: int):
         self.packed = _PackedArguments(bound.function, bound.grid[0], bound.block[0], bound.shared, 4, bound.tail)
-        self.shape, self.dtype, self.device, self.settings = shape, dtype, device, _SETTINGS[0]
-        self.keep_spare = math.prod(shape) * numpy.dtype(dtype).itemsize <= SPARE_OUTPUT_MAX_BYTES and not self.packed.maps
+        self.shape, self.dtype, self.device, self.settings = shape, dtype, device, _SETTINGS["version"]
+        self.keep_spare = math.prod(shape) * numpy.dtype(dtype).itemsize <= _S().spare_output_max_bytes and not self.packed.maps
         self.spare = None  # (the next output, the stream and the allocator it was made under)
 
     def usable(self) -> bool:
-        return _get_device() == self.device and _SETTINGS[0] == self.settings and not _autotune.enabled()
+        return _get_device() == self.device and _SETTINGS["version"] == self.settings and not _autotune.enabled()
 
     def launch_pointers(self, x: int, weight: int, bias: int, y: int, stream: int) -> None:
         """The launch on raw addresses (bias 0 for none) on `stream`, for
@@ -1713,7 +1706,7 @@ class _FastForward:
         self.packed.launch_pointers((x, weight, bias, y), stream)
 
     def __call__(self, x, weight, bias):
-        if _get_device() != self.device or _SETTINGS[0] != self.settings or _autotune.enabled():  # (usable(), inline)
+        if _get_device() != self.device or _SETTINGS["version"] != self.settings or _autotune.enabled():  # (usable(), inline)
             return None
         if not self.keep_spare:
             y = _ndarray(self.shape, self.dtype)
@@ -1734,7 +1727,7 @@ class _FastForward:
 def _remember_fast(key, bound: _Bound, y) -> None:
     """Puts a small forward launch into _api._FAST_FORWARD under the call's
     key (None: the call does not qualify)."""
-    if key is None:
+    if key is None or _RECORDING.observers:
         return
     if len(_api._FAST_FORWARD) >= 1024:
         _api._FAST_FORWARD.clear()
@@ -1757,24 +1750,21 @@ def _remember_fast(key, bound: _Bound, y) -> None:
 # (_CONSTANT_POINTERS), where every output made in the call is a whole pool
 # allocation, and where no route ran CuPy operations (the packed GEMM weight
 # marks itself unsafe).  False: every call takes the checked path.  A
-# setting changed on this module or on _kernels (USE_WGMMA = False, a test's
-# monkeypatch, a spy on _launch) moves _SETTINGS[0] on, and a recording made
+# setting changed on this module or on _kernels (_S().use_wgmma = False, a test's
+# monkeypatch, a spy on _launch) moves _SETTINGS["version"] on, and a recording made
 # before no longer runs; so does turning autotuning on or off.  With
 # autotuning on, the first call of a signature tunes its tiles and the
 # second records the tuned launches (a call in which the tuner timed tiles
 # is not recorded: the next one is).
-USE_REMEMBERED_FORWARD = True
-USE_REMEMBERED_BACKWARD = True
-_SETTINGS = [0]
 
 
 class _WatchedModule(types.ModuleType):
     def __setattr__(self, name, value):
-        _SETTINGS[0] += 1
+        _SETTINGS["version"] += 1
         super().__setattr__(name, value)
 
     def __delattr__(self, name):
-        _SETTINGS[0] += 1
+        _SETTINGS["version"] += 1
         super().__delattr__(name)
 
 
@@ -1821,7 +1811,7 @@ def _alignment(arrays) -> tuple:
 
 
 class _Replay:
-    """A recorded call (see USE_REMEMBERED_FORWARD): `steps` are
+    """A recorded call (see _S().use_remembered_forward): `steps` are
     (_PackedArguments, slots) with a slot per array argument: None (a null
     pointer), ("i", input, byte offset), ("o", output, byte offset), ("t",
     temporary, byte offset) or ("c", pointer).  `outputs`: (shape, dtype) of
@@ -1939,7 +1929,7 @@ class _Replay:
         """Whether the recording runs here: made under the present settings
         and autotuning (else it is forgotten, to be recorded again) and for
         the current device."""
-        if _SETTINGS[0] != self.settings or _autotune.enabled() != self.autotune:
+        if _SETTINGS["version"] != self.settings or _autotune.enabled() != self.autotune:
             self.table.pop(self.key, None)
             _REMEMBER_SEEN.pop(self.key, None)
             return False
@@ -1966,7 +1956,7 @@ class _Replay:
 
 def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings: int, autotune: bool = False):
     """The recorded call as a _Replay, or None where it cannot be replayed
-    (see USE_REMEMBERED_FORWARD)."""
+    (see _S().use_remembered_forward)."""
     if recorder.unsafe or not recorder.launches:
         return None
     ranges = [(kind, k, a.data.ptr, a.nbytes) for kind, arrays in (("o", outputs), ("i", inputs)) for k, a in enumerate(arrays) if a is not None]
@@ -2017,7 +2007,7 @@ def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings:
 def _remember(key, table: dict, run, inputs):
     """Runs `run()` (the checked path; it returns the call's outputs),
     recording it or checking a recording of `key` on the calls where that is
-    due, into `table` (see USE_REMEMBERED_FORWARD).  Returns the outputs.
+    due, into `table` (see _S().use_remembered_forward).  Returns the outputs.
     A call on a stream being captured into a CUDA graph (torch.cuda.graph,
     CuPy's begin_capture) only runs: checking a recording waits for the GPU,
     which a capture forbids, so the calls before and after it count."""
@@ -2029,7 +2019,7 @@ def _remember(key, table: dict, run, inputs):
         _REMEMBER_CANDIDATES.clear()
     _REMEMBER_SEEN[key] = seen + 1
     if seen == 1:
-        settings, autotune, tuned = _SETTINGS[0], _autotune.enabled(), len(_tuned)
+        settings, autotune, tuned = _SETTINGS["version"], _autotune.enabled(), len(_tuned)
         with _Recorder() as recorder:
             outputs = run()
         if len(_tuned) != tuned:  # the autotuner timed tiles in this call (turned on since the first): record the next
@@ -2042,7 +2032,7 @@ def _remember(key, table: dict, run, inputs):
     outputs = run()
     replay = _REMEMBER_CANDIDATES.pop(key, None)
     if (
-        seen == 2 and replay is not None and replay.settings == _SETTINGS[0] and replay.autotune == _autotune.enabled()
+        seen == 2 and replay is not None and replay.settings == _SETTINGS["version"] and replay.autotune == _autotune.enabled()
         and replay.alignment == _alignment(inputs)
     ):  # fmt: skip
         again = replay.run(inputs, poison=True)
@@ -2076,14 +2066,14 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
     float16 and bfloat16, and float32 with precision "tf32", run on tensor
     cores (sm_80 and later); float64 on CUDA cores.  16-bit passes of stride
     8 with two taps a phase run conv_fold on compute capability 9.0
-    (USE_FOLD).  Depthwise problems (one
+    (_S().use_fold).  Depthwise problems (one
     input channel per group) run a stencil kernel that accumulates in float32
     (float64 for float64) in every mode.  Large 1D problems on tensor cores
-    run conv_window (see WINDOW_MIN_OUTPUT), float32 "highest" included (as
-    3xTF32, FLOAT32_HIGHEST; where the stride is 2 and the dilation a multiple
-    of it, its fill, USE_WINDOW_FILL); large problems whose outputs sum few
+    run conv_window (see _S().window_min_output), float32 "highest" included (as
+    3xTF32, _S().float32_highest; where the stride is 2 and the dilation a multiple
+    of it, its fill, _S().use_window_fill); large problems whose outputs sum few
     products run conv_direct (DIRECT_MAX_PRODUCTS); tiny ones conv_tiny
-    (TINY_MAX_OUTPUT); others conv_gemm/conv_mma, float32 "highest" on CUDA
+    (_S().tiny_max_output); others conv_gemm/conv_mma, float32 "highest" on CUDA
     cores.
     """
     with x.device:
@@ -2100,14 +2090,14 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
         x = cupy.ascontiguousarray(x)
         weight = cupy.ascontiguousarray(weight)
         bias = cupy.ascontiguousarray(bias) if bias is not None else None
-        small = y.size < min(SMALL_FORWARD_MAX_OUTPUT, WINDOW_MIN_OUTPUT, PACK_MIN_OUTPUT)
+        small = y.size < min(_S().small_forward_max_output, _S().window_min_output, _S().pack_min_output)
         tiny = small and _tiny_routed(geometry, y.size)  # conv_tiny has no tiles to tune
         if tiny or (small and not _autotune.enabled()):
-            index = _kernels.index_type(x.size, y.size, weight.size)
-            bound = _small_forward_launch(
-                geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, FLOAT32_HIGHEST, TF32X3_MIN_PRODUCTS, tiny
-            )  # fmt: skip
+            index = _index_type(x.size, y.size, weight.size)
+            bound = _small_forward_launch(_S(), geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, tiny)
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
+            for names in _RECORDING.observers:
+                names.append(bound.name)
             if all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made, as a remembered launch takes none
                 if out is None:
                     _remember_fast(fast_key, bound, y)
@@ -2128,7 +2118,7 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                 ):
                     _gemm(x4, weight, bias, y4, geometry, "forward", precision)
 
-            remember = USE_REMEMBERED_FORWARD and fast_key is not None and out is None
+            remember = _S().use_remembered_forward and fast_key is not None and out is None
             if remember and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made
                 _remember(fast_key, _api._FAST_FORWARD, lambda: (run(), (y,))[1], (x, weight, bias))
             else:
@@ -2164,7 +2154,7 @@ def backward(
     phase of grad_output).  float32 "highest" runs the taps kernels,
     conv_window and grad_weight_phase as 3xTF32, the other kernels on CUDA
     cores.  grad_bias is its own split reduction.  A call with `fast_key`
-    (_api._fast_backward_key) may be remembered (USE_REMEMBERED_BACKWARD)
+    (_api._fast_backward_key) may be remembered (_S().use_remembered_backward)
     into _api._FAST_BACKWARD, or with `out` into `remember_into` (the torch
     adapter's table, whose replays launch into its tensors: _Replay.launch_raw)."""
     axis = _chunks.long_axis(geometry)
@@ -2172,7 +2162,7 @@ def backward(
         with grad_output.device:
             return _backward_by_pieces(grad_output, x, weight, geometry, axis, output_mask, precision, out)
     remember = (
-        USE_REMEMBERED_BACKWARD and fast_key is not None and (remember_into is not None or not any(o is not None for o in out))
+        _S().use_remembered_backward and fast_key is not None and (remember_into is not None or not any(o is not None for o in out))
         and grad_output.flags.c_contiguous and x.flags.c_contiguous and weight.flags.c_contiguous
     )  # fmt: skip
     with grad_output.device:
@@ -2274,9 +2264,7 @@ def _backward(grad_output, x, weight, geometry: Geometry, output_mask, precision
 # into a contiguous array (one strided copy), those are the grad_output of a
 # stride-1 problem with dilation d / s and padding ceil(p / s), which the
 # stride-1 kernels run (wgmma and window kernels, whole 16-byte rows).  Tests
-# set USE_PHASE_BACKWARD to "anywhere" to lift the size rule.
-USE_PHASE_BACKWARD = True
-PHASE_BACKWARD_MIN_OUTPUT = 1 << 16  # grad_output elements
+# set _S().use_phase_backward to "anywhere" to lift the size rule.
 
 
 @functools.lru_cache(maxsize=1024)
@@ -2313,9 +2301,9 @@ def _phase_backward_geometry(geometry: Geometry):
 def _phase_backward_routed(geometry: Geometry, dtype: str):
     """_phase_backward_geometry where the rewrite is used: float16 and
     bfloat16 (_kernels.PHASE_BACKWARD_DTYPES), large problems."""
-    if not USE_PHASE_BACKWARD or dtype not in _kernels.PHASE_BACKWARD_DTYPES:
+    if not _S().use_phase_backward or dtype not in _kernels.PHASE_BACKWARD_DTYPES:
         return None
-    if USE_PHASE_BACKWARD != "anywhere" and math.prod(geometry.output_shape4) < PHASE_BACKWARD_MIN_OUTPUT:
+    if _S().use_phase_backward != "anywhere" and math.prod(geometry.output_shape4) < _S().phase_backward_min_output:
         return None
     return _phase_backward_geometry(geometry)
 
@@ -2335,7 +2323,7 @@ def _phase_grad_output(gy4, geometry: Geometry, sub: Geometry, lo: int, hi: int,
         return gathered
     rows = math.prod(sub.output_shape4[:3])
     chunks = -(-out_w // (_kernels.GATHER_THREADS * _kernels.GATHER_ELEMS))
-    index = _kernels.index_type(gy4.size, gathered.size)
+    index = _index_type(gy4.size, gathered.size)
     scalars = (_i32(gy4.shape[3]), _i32(out_w), _i32(stride), _i32(first), _i32(lo), _i32(hi), _i32(chunks))
     plan = _Launch("phase_gather.cu", _kernels.phase_gather_name(_geometry.dtype_name(gy4.dtype), index), rows * chunks, _kernels.GATHER_THREADS, scalars)
     _launch(plan, (gy4, gathered))
@@ -2377,7 +2365,7 @@ def _depthwise_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, w
     """grad_input and grad_weight (each None unless wanted) of a depthwise
     problem, in one pass over grad_output and x."""
     dtype = _geometry.dtype_name(gy4.dtype)
-    index = _kernels.index_type(x4.size, gy4.size, weight.size)
+    index = _index_type(x4.size, gy4.size, weight.size)
     launch, workspace_shape, finish = _depthwise_backward_plan(geometry, dtype, index, _multiprocessors())
     grad_input = _output(out[0], geometry.input_shape4, gy4.dtype) if want_input else None
     grad_weight = _output(out[1], geometry.weight_shape4, gy4.dtype) if want_weight else None
@@ -2395,27 +2383,24 @@ def _depthwise_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, w
 # group (_kernels.grouped_backward_applies; P3) in float32 (every precision),
 # float16 and bfloat16: one read of grad_output and x on CUDA cores, where the
 # GEMMs' tensor-core tiles would be mostly padding.  False keeps the GEMMs.
-USE_GROUPED_BACKWARD = True
-GROUPED_MIN_INPUT = 1 << 16  # input elements; smaller problems keep the GEMMs
 # float32 problems with 8 or 16 channels a group take the pipelined build
 # (_kernels.grouped_backward_pipes: two cp.async staging buffers); False keeps
 # the one-buffer build.
-GROUPED_PIPE = True
 
 
 def _grouped_backward_routed(geometry: Geometry, dtype: str) -> bool:
-    return USE_GROUPED_BACKWARD and math.prod(geometry.input_shape4) >= GROUPED_MIN_INPUT and _kernels.grouped_backward_applies(geometry, dtype)
+    return _S().use_grouped_backward and math.prod(geometry.input_shape4) >= _S().grouped_min_input and _kernels.grouped_backward_applies(geometry, dtype)
 
 
 @functools.lru_cache(maxsize=1024)
-def _grouped_backward_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, want_input: bool, want_weight: bool):
+def _grouped_backward_plan(s, geometry: Geometry, dtype: str, index: str, multiprocessors: int, want_input: bool, want_weight: bool):
     """(grouped_backward launch, workspace shape or None, sum_splits launch or
-    None): the pipelined build where it applies (GROUPED_PIPE); the longest
+    None): the pipelined build where it applies (s.grouped_pipe); the longest
     item (GROUPED_TILES) whose staging (two buffers when pipelined) fits two
     blocks a multiprocessor; splits of the (image, item) list sized for about
     four blocks a multiprocessor, and where grad_weight is wanted short enough
     that a lane sums at most GROUPED_MAX_SPLIT_SUM products in float."""
-    pipe = GROUPED_PIPE and _kernels.grouped_backward_pipes(geometry, dtype)
+    pipe = s.grouped_pipe and _kernels.grouped_backward_pipes(geometry, dtype)
     for tile in _kernels.GROUPED_TILES:
         span, phase_row, m_row, shared = _kernels.grouped_backward_layout(geometry, tile, want_input, want_weight, 2 if pipe else 1)
         if shared <= _kernels.GROUPED_MAX_SHARED:
@@ -2448,10 +2433,10 @@ def _grouped_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, wan
     grad_input = _output(out[0], geometry.input_shape4, gy4.dtype) if want_input else None
     grad_weight = _output(out[1], geometry.weight_shape4, gy4.dtype) if want_weight else None
     multiprocessors = _multiprocessors()
-    launch, workspace_shape, finish = _grouped_backward_plan(geometry, dtype, "int", multiprocessors, want_input, want_weight)
-    index = _kernels.index_type(x4.size, gy4.size, weight.size, math.prod(workspace_shape or (0,)))
+    launch, workspace_shape, finish = _grouped_backward_plan(_S(), geometry, dtype, "int", multiprocessors, want_input, want_weight)
+    index = _index_type(x4.size, gy4.size, weight.size, math.prod(workspace_shape or (0,)))
     if index != "int":
-        launch, workspace_shape, finish = _grouped_backward_plan(geometry, dtype, index, multiprocessors, want_input, want_weight)
+        launch, workspace_shape, finish = _grouped_backward_plan(_S(), geometry, dtype, index, multiprocessors, want_input, want_weight)
     workspace = cupy.empty(workspace_shape, dtype=numpy.float64) if want_weight else None
     _launch(launch, (gy4, x4, weight, grad_input, workspace))  # None: a null pointer
     if want_weight:
@@ -2523,7 +2508,7 @@ def _run_split_reduction(plan_for, inputs: tuple, sizes: tuple, out, workspace_d
     counts the partial kernel indexes) and the workspace, whose shape does
     not depend on it."""
     partial, workspace_shape, finish = plan_for("int")
-    index = _kernels.index_type(*sizes, math.prod(workspace_shape))
+    index = _index_type(*sizes, math.prod(workspace_shape))
     if index != "int":
         partial, workspace_shape, finish = plan_for(index)
     workspace = cupy.empty(workspace_shape, dtype=workspace_dtype)
@@ -2567,7 +2552,7 @@ def _grad_weight_window_plan(geometry: Geometry, dtype: str, index: str, multipr
 
 def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     """Runs grad_weight with grad_weight_window if it applies; False if not."""
-    if dtype not in _kernels.GRAD_WEIGHT_WINDOW_DTYPES or gy4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or gy4.data.ptr % 16:
+    if dtype not in _kernels.GRAD_WEIGHT_WINDOW_DTYPES or gy4.size < _S().window_min_output or x4.data.ptr % 16 or gy4.data.ptr % 16:
         return False
     multiprocessors, max_shared = _multiprocessors(), _max_shared()
     # 8 taps per block where the kernel is long or strided, else 64 channels
@@ -2592,7 +2577,6 @@ def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 # grad_weight_wgmma takes 16-bit stride-1 1D grad_weight on compute
 # capability 9.0 where it applies (perf notes v14: P1, P2).  False keeps
 # grad_weight_window there.
-USE_GRAD_WEIGHT_WGMMA = True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -2628,9 +2612,9 @@ def _grad_weight_wgmma_plan(geometry: Geometry, dtype: str, index: str, multipro
 
 def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     """Runs grad_weight with grad_weight_wgmma if it applies; False if not."""
-    if not USE_GRAD_WEIGHT_WGMMA or dtype not in _kernels.GRAD_WEIGHT_WGMMA_DTYPES or _compute_capability() != 90:
+    if not _S().use_grad_weight_wgmma or dtype not in _kernels.GRAD_WEIGHT_WGMMA_DTYPES or _compute_capability() != 90:
         return False
-    if gy4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or gy4.data.ptr % 16:
+    if gy4.size < _S().window_min_output or x4.data.ptr % 16 or gy4.data.ptr % 16:
         return False
     multiprocessors, max_shared = _multiprocessors(), _max_shared()
     # the narrowest tile that covers the group's input channels (128 at
@@ -2663,7 +2647,6 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 # 256 input channels: X2's 16-bit grad_weight 0.65-0.88 -> 0.51-0.64 ms
 # (H100, perf notes v37).  Its float32 "tf32" problems go to
 # grad_weight_multicast (below); its float build is gone (perf notes v57).
-USE_GRAD_WEIGHT_OVERLAP = True
 
 
 def _grad_weight_overlap_copy(geometry: Geometry, dtype: str, gy4, x4) -> int:
@@ -2721,7 +2704,6 @@ def _grad_weight_overlap_plan(geometry: Geometry, dtype: str, index: str, multip
 # map's boxes): x rounded to TF32 once into a copy, whose tiles clusters of
 # two output-channel tiles share (TMA multicast), and grad_output's stretch
 # as the MMAs' register operand.  False keeps grad_weight_overlap's build.
-USE_GRAD_WEIGHT_MULTICAST = True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -2772,7 +2754,7 @@ def _grad_weight_multicast(gy4, x4, grad, geometry: Geometry) -> bool:
     arrays 16-byte aligned) with grad_weight_multicast if it is routed and
     applies: x rounded to TF32 into a copy, then the split reduction; False
     if not."""
-    if not USE_GRAD_WEIGHT_MULTICAST or _kernels.GRAD_WEIGHT_MULTICAST_SHARED > _max_shared():
+    if not _S().use_grad_weight_multicast or _kernels.GRAD_WEIGHT_MULTICAST_SHARED > _max_shared():
         return False
     multiprocessors = _multiprocessors()
     if _grad_weight_multicast_plan(geometry, "int", multiprocessors) is None:
@@ -2789,7 +2771,7 @@ def _grad_weight_multicast(gy4, x4, grad, geometry: Geometry) -> bool:
 def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
     """Runs grad_weight with grad_weight_overlap (float: grad_weight_multicast
     where routed) if it is routed and applies; False if not."""
-    if not USE_GRAD_WEIGHT_OVERLAP or _compute_capability() != 90:
+    if not _S().use_grad_weight_overlap or _compute_capability() != 90:
         return False
     copy = _grad_weight_overlap_copy(geometry, dtype, gy4, x4)
     if dtype == "float32":
@@ -2806,7 +2788,7 @@ def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 
 # grad_weight_wgmma_tf32 takes float32 1D grad_weight in both tensor-core
 # modes on compute capability 9.0 where it applies and a group has at least
-# GRAD_WEIGHT_TF32_MIN_CHANNELS input and output channels (its block is 128
+# _S().grad_weight_tf32_min_channels input and output channels (its block is 128
 # rows -- output channels, or in fold mode (strides) (output channel, tap)
 # pairs -- x 64 input channels): stride 1 in tap mode, ahead of
 # grad_weight_phase; strided in fold mode, ahead of grad_weight_taps in
@@ -2814,8 +2796,6 @@ def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 # in "highest", 2.74-2.79 against 2.45-2.50 in "tf32"; where taps does not
 # apply, fold beat grad_weight_mma in both modes; perf notes v29).  False
 # keeps grad_weight_taps, grad_weight_phase or grad_weight_mma there.
-USE_GRAD_WEIGHT_TF32 = True
-GRAD_WEIGHT_TF32_MIN_CHANNELS = 64
 
 
 @functools.lru_cache(maxsize=1024)
@@ -2852,11 +2832,11 @@ def _grad_weight_tf32_plan(geometry: Geometry, index: str, passes: int, multipro
 
 def _grad_weight_tf32(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int) -> bool:
     """Runs grad_weight with grad_weight_wgmma_tf32 if it is routed; False if not."""
-    if not USE_GRAD_WEIGHT_TF32 or dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_TF32_PASSES or _compute_capability() != 90:
+    if not _S().use_grad_weight_tf32 or dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_TF32_PASSES or _compute_capability() != 90:
         return False
-    if gy4.size < WINDOW_MIN_OUTPUT or x4.data.ptr % 16 or gy4.data.ptr % 16:
+    if gy4.size < _S().window_min_output or x4.data.ptr % 16 or gy4.data.ptr % 16:
         return False
-    if min(geometry.in_channels_per_group, geometry.out_channels_per_group) < GRAD_WEIGHT_TF32_MIN_CHANNELS:
+    if min(geometry.in_channels_per_group, geometry.out_channels_per_group) < _S().grad_weight_tf32_min_channels:
         return False
     multiprocessors, max_shared = _multiprocessors(), _max_shared()
     if _grad_weight_tf32_plan(geometry, "int", passes, multiprocessors, max_shared) is None:
@@ -2870,15 +2850,12 @@ def _grad_weight_tf32(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int
 # grad_weight_phase takes float32 1D grad_weight on tensor cores where every
 # tap lands on one phase of grad_output (perf notes v18: P1, P4), for groups
 # of at least 16 input and output channels that fit in at most
-# GRAD_WEIGHT_PHASE_MAX_TILES[passes] of its channel tiles.  With more (P2:
+# (_S().grad_weight_phase_max_tiles_tf32 if passes == 1 else _S().grad_weight_phase_max_tiles_3xtf32) of its channel tiles.  With more (P2:
 # 4 x 2 tiles) it re-reads x for every tile of output channels and
 # grad_output for every tile of input channels: in 3xTF32 that measured
 # slower than grad_weight_mma (P2 9.95 ms against 9.31), in TF32 faster (6.18
 # against 6.65; perf notes v26).  False keeps grad_weight_mma there;
 # "anywhere" lifts the size and channel rules (tests).
-USE_GRAD_WEIGHT_PHASE = True
-GRAD_WEIGHT_PHASE_MIN_CHANNELS = 16
-GRAD_WEIGHT_PHASE_MAX_TILES = {1: 8, 3: 2}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -2920,12 +2897,12 @@ def _grad_weight_phase_plan(geometry: Geometry, index: str, passes: int, multipr
 
 def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int) -> bool:
     """Runs grad_weight with grad_weight_phase if it is routed; False if not."""
-    if not USE_GRAD_WEIGHT_PHASE or dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_PHASE_PASSES:
+    if not _S().use_grad_weight_phase or dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_PHASE_PASSES:
         return False
     channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
     tiles = -(-channels // _kernels.GRAD_WEIGHT_PHASE_CHANNELS) * -(-out_channels // _kernels.GRAD_WEIGHT_PHASE_COLUMNS)
-    if USE_GRAD_WEIGHT_PHASE != "anywhere" and (
-        gy4.size < WINDOW_MIN_OUTPUT or min(channels, out_channels) < GRAD_WEIGHT_PHASE_MIN_CHANNELS or tiles > GRAD_WEIGHT_PHASE_MAX_TILES[passes]
+    if _S().use_grad_weight_phase != "anywhere" and (
+        gy4.size < _S().window_min_output or min(channels, out_channels) < _S().grad_weight_phase_min_channels or tiles > (_S().grad_weight_phase_max_tiles_tf32 if passes == 1 else _S().grad_weight_phase_max_tiles_3xtf32)
     ):
         return False
     multiprocessors, max_shared = _multiprocessors(), _max_shared()
@@ -2948,14 +2925,13 @@ def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: in
 # multiprocessor, half of them on each GEMM in step, gained nothing or lost
 # (perf notes v35).  False runs the two kernels; "anywhere" lifts the size,
 # channel, mode and stride rules (tests).
-USE_GRAD_PHASE_FUSED = True
 
 
 def _grad_phase_fused(gy4, x, weight, geometry: Geometry, precision: str, out):
     """(grad_input, grad_weight) from grad_weight_phase's GX build where it is
     routed, else None (nothing launched)."""
     dtype = _geometry.dtype_name(gy4.dtype)
-    if not (USE_GRAD_PHASE_FUSED and USE_GRAD_INPUT_PHASE and USE_GRAD_WEIGHT_PHASE) or dtype != "float32":
+    if not (_S().use_grad_phase_fused and _S().use_grad_input_phase and _S().use_grad_weight_phase) or dtype != "float32":
         return None
     passes = _passes(dtype, precision, geometry, "grad_input")
     if passes not in _kernels.GRAD_WEIGHT_PHASE_PASSES or passes != _passes(dtype, precision, geometry, "grad_weight"):
@@ -2963,8 +2939,8 @@ def _grad_phase_fused(gy4, x, weight, geometry: Geometry, precision: str, out):
     if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:
         return None
     channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
-    if USE_GRAD_PHASE_FUSED != "anywhere" and (
-        passes != 1 or geometry.stride[1] == 1 or gy4.size < WINDOW_MIN_OUTPUT or min(channels, out_channels) < GRAD_WEIGHT_PHASE_MIN_CHANNELS
+    if _S().use_grad_phase_fused != "anywhere" and (
+        passes != 1 or geometry.stride[1] == 1 or gy4.size < _S().window_min_output or min(channels, out_channels) < _S().grad_weight_phase_min_channels
     ):
         return None
     multiprocessors, max_shared = _multiprocessors(), _max_shared()
@@ -3014,16 +2990,15 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
     return grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
 
 
-BIAS_BLOCKS_PER_MULTIPROCESSOR = 4  # grad_bias_partial's splits: about this many blocks a multiprocessor
 
 
 @functools.lru_cache(maxsize=1024)
-def _grad_bias_plan(geometry: Geometry, dtype: str, multiprocessors: int):
+def _grad_bias_plan(s, geometry: Geometry, dtype: str, multiprocessors: int):
     """(grad_bias_partial launch, workspace shape, sum_splits launch)."""
     channels = geometry.out_channels
     plane = geometry.out_size[0] * geometry.out_size[1]
     total = geometry.batch * plane
-    splits = _splits(channels, total, 16 * _kernels.BIAS_THREADS, multiprocessors, BIAS_BLOCKS_PER_MULTIPROCESSOR)
+    splits = _splits(channels, total, 16 * _kernels.BIAS_THREADS, multiprocessors, s.bias_blocks_per_multiprocessor)
     per_split = -(-total // splits)
     splits = -(-total // per_split)
     scalars = (_i32(geometry.batch), _i32(channels), _i64(plane), _i64(per_split), _i32(splits))
@@ -3034,7 +3009,7 @@ def _grad_bias_plan(geometry: Geometry, dtype: str, multiprocessors: int):
 def _grad_bias(gy4, geometry: Geometry, out=None):
     grad = _output(out, (geometry.out_channels,), gy4.dtype)
     if grad.size:  # (an empty batch never comes here: _empty_batch_backward)
-        partial, workspace_shape, finish = _grad_bias_plan(geometry, _geometry.dtype_name(gy4.dtype), _multiprocessors())
+        partial, workspace_shape, finish = _grad_bias_plan(_S(), geometry, _geometry.dtype_name(gy4.dtype), _multiprocessors())
         workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
         _launch(partial, (gy4, workspace))
         _launch(finish, (workspace, grad))

@@ -99,8 +99,6 @@ def _hook_launches(events):
         events.append(("launch", _cuda._kernel_function(plan), plan.blocks, plan.threads, plan.shared, tuple(arrays) + tuple(plan.scalars)))
 
     _cuda._launch = recording_launch
-    _cuda.USE_REMEMBERED_FORWARD = False  # every call takes the checked path
-    _cuda.USE_REMEMBERED_BACKWARD = False
 
 
 def _forget_calls():
@@ -120,13 +118,13 @@ def _instantiations():
 
 
 def _apply(settings: dict):
-    """Sets `settings`; returns what undoes it."""
-    from cupyconv import _cuda
+    """Puts `settings` (the variant's, by today's upper-case names) in force,
+    with remembered calls off; returns what undoes it."""
+    import cupyconv.settings
 
-    saved = {key: getattr(_cuda, key) for key in settings}
-    for key, value in settings.items():
-        setattr(_cuda, key, value)
-    return lambda: [setattr(_cuda, key, value) for key, value in saved.items()]
+    block = cupyconv.settings.override(use_remembered_forward=False, use_remembered_backward=False, **{k.lower(): v for k, v in settings.items()})
+    block.__enter__()
+    return lambda: block.__exit__(None, None, None)
 
 
 # --- the trace of one call

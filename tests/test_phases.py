@@ -836,25 +836,25 @@ def test_products_per_output_counts_the_products(case):
         assert _cuda._products_per_output(g, pass_name) == pytest.approx(counts.mean()), pass_name
 
 
-def test_float32_highest_takes_3xtf32_on_long_sums_only(monkeypatch):
+def test_float32_highest_takes_3xtf32_on_long_sums_only():
     """On sm_80 and later, float32 "highest" multiplies on tensor cores (3xTF32)
-    where a pass sums TF32X3_MIN_PRODUCTS products or more, on CUDA cores
-    below that, and always on CUDA cores with FLOAT32_HIGHEST "simt"."""
-    from cupyconv import _cuda
+    where a pass sums settings.tf32x3_min_products products or more, on CUDA
+    cores below that, and always on CUDA cores with float32_highest "simt"."""
+    from cupyconv import _cuda, settings
 
-    monkeypatch.setattr(_cuda, "_compute_capability", lambda: 90)
     long = _geometry.make_geometry(1, (2, 64, 100), (64, 32, 5), None, 1, 0, 0, 1, 1)  # about 308 / 160 / 200 products per output
     short = _geometry.make_geometry(1, (2, 8, 30), (8, 4, 3), None, 1, 0, 0, 1, 1)  # about 22 / 12 / 60
-    for pass_name in ("forward", "grad_input", "grad_weight"):
-        assert _cuda._passes("float32", "highest", long, pass_name) == 3, pass_name
-        assert _cuda._passes("float32", "highest", short, pass_name) == 0, pass_name
-        assert _cuda._passes("float32", "tf32", short, pass_name) == 1, pass_name
-        assert _cuda._passes("float16", "highest", short, pass_name) == 1, pass_name
-        assert _cuda._passes("float64", "highest", long, pass_name) == 0, pass_name
-    monkeypatch.setattr(_cuda, "FLOAT32_HIGHEST", "simt")
-    assert _cuda._passes("float32", "highest", long, "forward") == 0
-    monkeypatch.setattr(_cuda, "_compute_capability", lambda: 75)
-    assert _cuda._passes("float16", "highest", long, "forward") == 0
+    with settings.override(compute_capability=90):
+        for pass_name in ("forward", "grad_input", "grad_weight"):
+            assert _cuda._passes("float32", "highest", long, pass_name) == 3, pass_name
+            assert _cuda._passes("float32", "highest", short, pass_name) == 0, pass_name
+            assert _cuda._passes("float32", "tf32", short, pass_name) == 1, pass_name
+            assert _cuda._passes("float16", "highest", short, pass_name) == 1, pass_name
+            assert _cuda._passes("float64", "highest", long, pass_name) == 0, pass_name
+    with settings.override(compute_capability=90, float32_highest="simt"):
+        assert _cuda._passes("float32", "highest", long, "forward") == 0
+    with settings.override(compute_capability=75):
+        assert _cuda._passes("float16", "highest", long, "forward") == 0
 
 
 @pytest.mark.parametrize("rows, row_chunks", [(1, 1), (3, 11), (4096, 256), (48, 11), (100000, 3)])

@@ -153,7 +153,7 @@ def test_replay_call_fills_each_launch(monkeypatch):
     finally:
         _cuda._CONSTANT_POINTERS.discard(table.data.ptr)
     made = _replaying(monkeypatch)
-    replay.settings = _cuda._SETTINGS[0]  # (the stand-ins above moved it on)
+    replay.settings = _cuda._SETTINGS["version"]  # (the stand-ins above moved it on)
     x, w, b = _array(0x1000000, 4096), _array(0x2000100, 1024), _array(0x3000000, 64)
     y = replay(x, w, b)
     workspace, output = made  # the workspace before the first launch, the output before the second
@@ -172,7 +172,7 @@ def test_replay_call_of_a_backward_call(monkeypatch):
     recorder = _recorder([(a, (gy, W, gi))], [(0x70000, 4096, 0)])
     replay = _cuda._replay_of("key", {}, recorder, (gy, X, W), (gi, None, gw), settings=0)
     made = _replaying(monkeypatch)
-    replay.settings = _cuda._SETTINGS[0]
+    replay.settings = _cuda._SETTINGS["version"]
     grads = replay(gy, X, W)
     assert a.calls == [[gy.data.ptr, W.data.ptr, made[0]]]
     assert [g is None or g.data.ptr for g in grads] == [made[0], True, made[1]]
@@ -198,7 +198,7 @@ def test_replay_launch_raw(monkeypatch):
     replay = _cuda._replay_of("key", table, recorder, (gy, X, W), (gi, gw, None), settings=0)
     table["key"] = replay
     _replaying(monkeypatch)
-    replay.settings = _cuda._SETTINGS[0]
+    replay.settings = _cuda._SETTINGS["version"]
     allocated = []
 
     def allocate(size):
@@ -217,7 +217,7 @@ def test_replay_launch_raw(monkeypatch):
     ):
         assert not replay.launch_raw(bad_inputs, bad_outputs, allocate, 99)
     monkeypatch.setattr(_cuda, "_get_device", lambda: 1)
-    replay.settings = _cuda._SETTINGS[0]
+    replay.settings = _cuda._SETTINGS["version"]
     assert not replay.launch_raw(inputs, outputs, allocate, 99)
     assert len(a.calls) == 1 and len(b.calls) == 1 and len(allocated) == 1 and table == {"key": replay}
     monkeypatch.setattr(_cuda, "_get_device", lambda: 0)  # (moves the settings on)
@@ -261,23 +261,28 @@ def test_alignment_is_part_of_the_recording():
 
 
 def test_settings_forget_recordings(monkeypatch):
-    """Setting or deleting any attribute of _cuda or _kernels (a flag, a
-    test's monkeypatch, a spy) moves _SETTINGS on; a replay made under other
-    settings drops itself from its table and returns None, so the call takes
-    the checked path."""
-    assert isinstance(_cuda, _cuda._WatchedModule) and isinstance(_kernels, _cuda._WatchedModule)
-    replay = _cuda._Replay("k", _api._FAST_BACKWARD, [], [], [None], 0, [], _cuda._SETTINGS[0], (0, 0, None))
+    """A change of the settings (cupyconv.settings.override) moves their
+    version on; a replay made under other settings drops itself from its
+    table and returns None, so the call takes the checked path."""
+    from cupyconv import settings
+
+    replay = _cuda._Replay("k", _api._FAST_BACKWARD, [], [], [None], 0, [], settings.version(), (0, 0, None))
     monkeypatch.setitem(_api._FAST_BACKWARD, "k", replay)
     monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 3)
-    before = _cuda._SETTINGS[0]
-    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", not _cuda.USE_WINDOW_FILL)
-    assert _cuda._SETTINGS[0] == before + 1
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    monkeypatch.delattr(_kernels, "GROUPED_TILES")
-    assert _cuda._SETTINGS[0] == before + 3
-    assert replay(X, W, None) is None
+    before = settings.version()
+    with settings.override(use_window_fill=not settings.current().use_window_fill):
+        assert settings.version() == before + 1
+        assert replay(X, W, None) is None
+    assert settings.version() == before + 2
     assert "k" not in _api._FAST_BACKWARD and "k" not in _cuda._REMEMBER_SEEN
 
+
+def test_override_takes_setting_names_only():
+    from cupyconv import settings
+
+    with pytest.raises(TypeError, match="use_no_such_kernel"):
+        with settings.override(use_no_such_kernel=True):
+            pass
 
 
 def test_autotuning_switched_forgets_recordings(monkeypatch):
@@ -287,7 +292,7 @@ def test_autotuning_switched_forgets_recordings(monkeypatch):
     from cupyconv import _autotune
 
     for recorded in (False, True):
-        replay = _cuda._Replay("k", _api._FAST_BACKWARD, [], [], [None], 0, [], _cuda._SETTINGS[0], (0, 0, None), recorded)
+        replay = _cuda._Replay("k", _api._FAST_BACKWARD, [], [], [None], 0, [], _cuda._SETTINGS["version"], (0, 0, None), recorded)
         monkeypatch.setitem(_api._FAST_BACKWARD, "k", replay)
         monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 3)
         monkeypatch.setattr(_autotune, "enabled", lambda recorded=recorded: not recorded)
