@@ -27,19 +27,21 @@ def _require(kind: str, require: Optional[str]):
         raise TypeError(f"this function takes {require}.ndarray arrays, got {kind}.ndarray")
 
 
-# A tiny forward pass is all host work (X4: N1 Ci4 Co8 K3 L5 runs a few
-# microseconds on the GPU).  Once a small CuPy call has been validated and
-# planned, its launch is remembered here under everything the validation and
-# the plan read from the call (_fast_key); a later call with the same key goes
-# straight to its output (a new array, or the one made after the call before
-# had launched) and its launch (_cuda._FastForward).
-# Filled by _cuda, which sets _CUPY_NDARRAY on import.
-_FAST_FORWARD: dict = {}
-_CUPY_NDARRAY = None
-# Larger calls are remembered as a replay of their launches once checked
-# (_cuda._remember): forward calls in _FAST_FORWARD under the same key,
-# backward calls here under _fast_backward_key's.
-_FAST_BACKWARD: dict = {}
+# A call that matches one checked before goes straight to its remembered
+# launches (cupyconv._remember, which owns the tables), before any checks:
+# the key (_fast_key) holds everything the checks and the plan read from the
+# call.  _REMEMBERED is that module once a CuPy array has been seen (the GPU
+# path imports CuPy; NumPy calls never do).
+_REMEMBERED = None
+
+
+def _gpu():
+    """The GPU path (cupyconv._cuda), imported on the first CuPy call."""
+    global _REMEMBERED
+    from . import _cuda, _remember
+
+    _REMEMBERED = _remember
+    return _cuda
 
 
 def _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
@@ -51,7 +53,8 @@ def _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding
     validated one passes the same checks.  A None (or any other non-array)
     weight or bias gives None here, so it reaches check_arrays, which raises
     the TypeError naming it (input is cupy.ndarray: the caller checked)."""
-    if type(weight) is not _CUPY_NDARRAY or (bias is not None and type(bias) is not _CUPY_NDARRAY):
+    ndarray = _REMEMBERED.ndarray
+    if type(weight) is not ndarray or (bias is not None and type(bias) is not ndarray):
         return None
     if not (type(stride) is int and type(padding) is int and type(output_padding) is int and type(groups) is int and type(dilation) is int):
         plain = _geometry._plain  # (the ints above skip its five calls)
@@ -71,7 +74,8 @@ def _fast_backward_key(spatial_dims, grad_output, input, weight, stride, padding
     """The key of a CuPy backward call in _FAST_BACKWARD, or None for calls
     that always take the checked path (as _fast_key; an output_mask that is
     not a tuple or list of three bools)."""
-    if type(grad_output) is not _CUPY_NDARRAY or type(input) is not _CUPY_NDARRAY:
+    ndarray = _REMEMBERED.ndarray
+    if type(grad_output) is not ndarray or type(input) is not ndarray:
         return None
     if type(output_mask) not in (tuple, list) or len(output_mask) != 3 or not all(type(m) is bool for m in output_mask):
         return None
@@ -83,9 +87,10 @@ def _fast_backward_key(spatial_dims, grad_output, input, weight, stride, padding
 
 def conv_transpose(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, precision, require=None):
     key = None
-    if type(input) is _CUPY_NDARRAY and require is None:
+    remembered = _REMEMBERED
+    if remembered is not None and type(input) is remembered.ndarray and require is None:
         key = _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
-        fast = _FAST_FORWARD.get(key)
+        fast = remembered.FAST_FORWARD.get(key)
         if fast is not None:
             y = fast(input, weight, bias)
             if y is not None:
@@ -94,9 +99,10 @@ def conv_transpose(spatial_dims, input, weight, bias, stride, padding, output_pa
     precision = _geometry.check_precision(precision)
     _require(kind, require)
     if kind == "cupy":
-        from . import _cuda
-
-        return _cuda.forward(input, weight, bias, geometry, precision, fast_key=key)
+        cuda = _gpu()
+        if key is None and require is None:  # (the first CuPy call: the tables were not loaded yet)
+            key = _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
+        return cuda.forward(input, weight, bias, geometry, precision, fast_key=key)
     x4 = numpy.ascontiguousarray(input).reshape(geometry.input_shape4)
     w4 = numpy.ascontiguousarray(weight).reshape(geometry.weight_shape4)
     return reference.forward(x4, w4, bias, geometry).reshape(geometry.output_shape)
@@ -106,9 +112,10 @@ def conv_transpose_backward(
     spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision, require=None
 ):
     key = None
-    if require is None:
+    remembered = _REMEMBERED
+    if require is None and remembered is not None:
         key = _fast_backward_key(spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision)
-        fast = _FAST_BACKWARD.get(key) if key is not None else None
+        fast = remembered.FAST_BACKWARD.get(key) if key is not None else None
         if fast is not None:
             grads = fast(grad_output, input, weight)
             if grads is not None:
@@ -120,9 +127,10 @@ def conv_transpose_backward(
     precision = _geometry.check_precision(precision)
     _require(kind, require)
     if kind == "cupy":
-        from . import _cuda
-
-        return _cuda.backward(grad_output, input, weight, geometry, output_mask, precision, fast_key=key)
+        cuda = _gpu()
+        if remembered is None and require is None:  # (the first CuPy call: the tables were not loaded yet)
+            key = _fast_backward_key(spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision)
+        return cuda.backward(grad_output, input, weight, geometry, output_mask, precision, fast_key=key)
     gy4 = numpy.ascontiguousarray(grad_output).reshape(geometry.output_shape4)
     x4 = numpy.ascontiguousarray(input).reshape(geometry.input_shape4)
     w4 = numpy.ascontiguousarray(weight).reshape(geometry.weight_shape4)

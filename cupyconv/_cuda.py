@@ -9,95 +9,29 @@ the arrays' device and CuPy's current stream.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-import struct
-import sys
-import threading
-import types
-from typing import NamedTuple, Tuple
+from typing import Tuple
 
 import cupy
 import numpy
 
-from . import _api, _autotune, _chunks, _geometry, _kernels, settings
+from . import _autotune, _chunks, _geometry, _kernels, _remember, settings
 from ._geometry import Geometry
+from ._launch import (
+    _RECORDING, _Launch, _TensorMap, _blocks_for, _compute_capability, _i32, _i64,
+    _index_type, _kernel_function, _launch, _max_shared, _multiprocessors, _phase_table, _pick,
+)  # fmt: skip
+from ._launch import observe_launches  # noqa: F401 (the tests' entry point, re-exported)
+from ._remember import _Bound, _FastForward, _remember_fast, note_allocation  # noqa: F401 (note_allocation: the adapter's)
 
 _S = settings.current  # the routing settings in force
 _SETTINGS = settings._STATE  # ["version"]: moves on with every change of the settings
 
-_api._CUPY_NDARRAY = cupy.ndarray
-
-try:  # CuPy's holder of a scalar kernel argument: a launch passes it as is
-    from cupy._core._scalar import CScalar as _CScalar
-except ImportError:  # pragma: no cover - a CuPy without it converts NumPy scalars itself, per launch
-    _CScalar = None
-
-_launch_kernel = cupy.cuda.driver.launchKernel
-_get_device = cupy.cuda.runtime.getDevice
-_ndarray = cupy.ndarray
-_alloc = cupy.cuda.alloc
-_get_current_stream = cupy.cuda.get_current_stream
-_get_allocator = cupy.cuda.get_allocator
-
-
-def _i32(value: int):
-    """A kernel's int argument.  Plans build these once: a NumPy scalar would
-    be converted to CuPy's CScalar on every launch, about 0.2 us each (a
-    launch has up to 20 of them, and a tiny call little else)."""
-    return _CScalar(numpy.int32(value)) if _CScalar is not None else numpy.int32(value)
-
-
-def _i64(value: int):
-    """A kernel's long long argument (see _i32)."""
-    return _CScalar(numpy.int64(value)) if _CScalar is not None else numpy.int64(value)
-
-
-@cupy.memoize(for_each_device=True)
-def _function(filename: str, name: str):
-    options = ("-std=c++17",)
-    if filename in _kernels.SM90A_FILES and _device_compute_capability() == 90:
-        # wgmma needs the arch-specific target; NVRTC takes it over the plain
-        # -arch=sm_90 CuPy appends.
-        options += ("-arch=sm_90a",)
-    module = cupy.RawModule(code=_kernels.source(filename), options=options, name_expressions=(name,))
-    return module.get_function(name)
-
-
-@cupy.memoize(for_each_device=True)
-def _device_multiprocessors() -> int:
-    return cupy.cuda.Device().attributes["MultiProcessorCount"]
-
-
-def _multiprocessors() -> int:
-    """The multiprocessors to plan for (settings.multiprocessors, or the device's)."""
-    return _S().multiprocessors or _device_multiprocessors()
-
-
-def _index_type(*element_counts: int) -> str:
-    """_kernels.index_type, or the settings' index_type where one is forced."""
-    return _S().index_type or _kernels.index_type(*element_counts)
-
-
-@cupy.memoize(for_each_device=True)
-def _phase_table(flat):
-    table = cupy.asarray(_kernels.phase_table_array(flat))
-    # The upload is ordered on the current stream only; the memoized table may
-    # later be read from other streams, so wait for it once, here.
-    cupy.cuda.get_current_stream().synchronize()
-    _CONSTANT_POINTERS.add(table.data.ptr)  # never rewritten: a remembered call may keep it (_Recorder)
-    return table
 
 
 def _contiguous4(array, shape4):
     return cupy.ascontiguousarray(array).reshape(shape4)
-
-
-def _blocks_for(count: int) -> int:
-    if count > _kernels.INT32_LIMIT:
-        raise ValueError(f"problem too large: {count} thread blocks exceed the grid limit")
-    return count
 
 
 def _output(out, shape, dtype):
@@ -114,25 +48,6 @@ def _output(out, shape, dtype):
 # Launch plans: everything about a launch that depends only on the geometry,
 # dtype, index type and (for split reductions) the multiprocessor count,
 # computed once; a call then only packs its arrays.
-
-
-class _Launch(NamedTuple):
-    file: str
-    name: str
-    blocks: int
-    threads: int
-    scalars: tuple
-    shared: int = 0  # dynamic shared memory, bytes
-
-
-@cupy.memoize(for_each_device=True)
-def _device_compute_capability() -> int:
-    return int(cupy.cuda.Device().compute_capability)
-
-
-def _compute_capability() -> int:
-    """The compute capability to plan for (settings.compute_capability, or the device's)."""
-    return _S().compute_capability or _device_compute_capability()
 
 
 # float32 "highest": "3xtf32" runs it as 3xTF32 on tensor cores where the pass
@@ -224,220 +139,6 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passe
     )  # fmt: skip
     name = _kernels.mma_name(dtype, index, tile, passes) if passes else _kernels.gemm_name(dtype, index, tile)
     return _Launch("conv_gemm.cu", name, blocks, tile.threads, scalars), flat
-
-
-@cupy.memoize(for_each_device=True)
-def _max_shared() -> int:
-    return cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
-
-
-@cupy.memoize(for_each_device=True)
-def _function_with_shared(filename: str, name: str):
-    """_function's kernel, allowed the device's largest dynamic shared memory."""
-    function = _function(filename, name)
-    function.max_dynamic_shared_size_bytes = _max_shared()
-    return function
-
-
-def _kernel_function(plan: _Launch):
-    """The compiled kernel of a plan (allowed the device's largest dynamic
-    shared memory where the plan uses any)."""
-    return _function_with_shared(plan.file, plan.name) if plan.shared else _function(plan.file, plan.name)
-
-
-class _TensorMap(NamedTuple):
-    """A kernel argument: the tiled TMA tensor map (CUtensorMap, 128 bytes) of
-    the launch's array number `array` (the first by default), which the
-    launch writes for that array's address.  dims and box innermost first;
-    strides in bytes, of the outer dimensions; data_type, swizzle: the
-    driver's CUtensorMapDataType and CUtensorMapSwizzle.  Elements outside
-    the dims load as zeros."""
-
-    dims: tuple
-    strides: tuple
-    box: tuple
-    data_type: int = 1  # CU_TENSOR_MAP_DATA_TYPE_UINT16 (16-bit elements copied as bits)
-    swizzle: int = 3  # CU_TENSOR_MAP_SWIZZLE_128B
-    array: int = 0
-
-
-@functools.lru_cache(maxsize=1)
-def _libcuda():
-    """The driver's cuTensorMapEncodeTiled and cuTensorMapReplaceAddress
-    (CuPy does not wrap them), through ctypes."""
-    import ctypes
-
-    cuda = ctypes.CDLL("libcuda.so.1")
-    encode, replace = cuda.cuTensorMapEncodeTiled, cuda.cuTensorMapReplaceAddress
-    u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
-    encode.restype = replace.restype = ctypes.c_int
-    encode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p] + [ctypes.c_int] * 4
-    replace.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    return ctypes, encode, replace
-
-
-class _MapSlot:
-    """A _TensorMap argument's 128 bytes, 64-byte aligned as the driver wants
-    them, and the address they were last written for."""
-
-    def __init__(self, spec: _TensorMap):
-        self.spec = spec
-        self.buffer = numpy.zeros(24, dtype=numpy.uint64)
-        self.offset = (-self.buffer.ctypes.data) % 64 // 8
-        self.address = self.buffer.ctypes.data + 8 * self.offset
-        self.written = None  # the array address the map holds
-
-    def write(self, pointer: int) -> None:
-        ctypes, encode, replace = _libcuda()
-        if self.written is None:
-            spec, rank = self.spec, len(self.spec.dims)
-            result = encode(
-                self.address, spec.data_type, rank, pointer,
-                (ctypes.c_uint64 * rank)(*spec.dims), (ctypes.c_uint64 * max(rank - 1, 1))(*spec.strides),
-                (ctypes.c_uint32 * rank)(*spec.box), (ctypes.c_uint32 * rank)(*([1] * rank)),
-                0, spec.swizzle, 2, 0,  # no interleave; the swizzle; L2 promotion of 128 bytes; zeros outside
-            )  # fmt: skip
-        else:
-            result = replace(self.address, pointer)
-        if result != 0:
-            raise RuntimeError(f"cupyconv: the driver refused a tensor map ({self.spec}): CUresult {result}")
-        self.written = pointer
-
-
-class _PackedArguments:
-    """A kernel launch whose arguments sit in one buffer made once: `pointers`
-    slots that each launch writes (its arrays' addresses, 0 for None), then
-    the fixed `tail` (arrays kept alive, scalars, and _TensorMaps, each
-    rewritten when the address of the array it describes changes).  CuPy's kernel
-    call builds one argument holder per argument on every launch (6 us for
-    the 24 of conv_gemm's on the H100 host, CScalars included); launch()
-    writes the pointers and hands the buffer to cuLaunchKernel
-    (cupy.cuda.driver.launchKernel) on the current stream."""
-
-    def __init__(self, function, grid: int, block: int, shared: int, pointers: int, tail: tuple):
-        self.function = function.kernel  # the device's compiled Function (cupy.RawKernel.kernel), kept alive
-        self.pointer = self.function.ptr
-        self.grid, self.block, self.shared = grid, block, shared
-        self.tail = tail
-        self.maps = []  # (_MapSlot, the launch array it describes)
-        # every argument in an 8-byte slot (little-endian: a 4-byte int in its
-        # low half); the driver copies each at the kernel's parameter size
-        self.values = numpy.zeros(pointers + len(tail), dtype=numpy.uint64)
-        for slot, argument in enumerate(tail, start=pointers):
-            if isinstance(argument, _TensorMap):
-                self.maps.append((_MapSlot(argument), argument.array, slot))
-            elif isinstance(argument, cupy.ndarray):
-                self.values[slot] = argument.data.ptr
-            else:
-                value = numpy.asarray(argument.value if _CScalar is not None and isinstance(argument, _CScalar) else argument)
-                if value.dtype.itemsize > 8 or value.dtype.kind not in "iuf":
-                    raise TypeError(f"unexpected kernel argument {argument!r}")
-                self.values[slot : slot + 1].view(value.dtype)[0] = value
-        base = self.values.ctypes.data
-        self.params = numpy.array([base + 8 * slot for slot in range(len(self.values))], dtype=numpy.uint64)
-        for map_slot, _, slot in self.maps:
-            self.params[slot] = map_slot.address
-        self.maps = tuple((map_slot, array) for map_slot, array, _ in self.maps)
-        self.params_pointer = self.params.ctypes.data
-        self.fill = struct.Struct(f"<{pointers}Q").pack_into  # the pointer slots in one call (values is a writable buffer)
-        self.lock = threading.Lock()  # one launch at a time writes the slots
-
-    def launch(self, arrays) -> None:
-        self.launch_pointers([0 if array is None else array.data.ptr for array in arrays])
-
-    def launch_pointers(self, pointers, stream=None) -> None:
-        """The launch on these addresses, on `stream` (a cudaStream_t;
-        None: CuPy's current stream)."""
-        with self.lock:
-            self.fill(self.values, 0, *pointers)
-            for map_slot, array in self.maps:
-                if map_slot.written != pointers[array]:
-                    map_slot.write(pointers[array])
-            if stream is None:
-                stream = cupy.cuda.get_current_stream().ptr
-            _launch_kernel(self.pointer, self.grid, 1, 1, self.block, 1, 1, self.shared, stream, self.params_pointer, 0)
-
-
-# (id(plan), device) -> (plan, its _PackedArguments): plans are remembered by
-# the lru_caches that make them; the entry keeps its plan alive, and a plan
-# made anew under a reused id is told apart by identity.
-_PACKED: dict = {}
-
-
-class _Recording(threading.local):
-    recorder = None  # the _Recorder of this thread's call being recorded (forward or backward), if any
-    observers = ()  # the lists of observe_launches() blocks open on this thread
-
-
-_RECORDING = _Recording()
-_CONSTANT_POINTERS: set = set()  # device arrays made once and never rewritten (the memoized phase tables)
-
-
-def _launch(plan: _Launch, arrays: tuple) -> None:
-    """Runs `plan` on the current device and stream, its arrays (None: a null
-    pointer) ahead of its scalars."""
-    key = (id(plan), cupy.cuda.runtime.getDevice())
-    entry = _PACKED.get(key)
-    if entry is None or entry[0] is not plan:
-        if len(_PACKED) >= 4096:
-            _PACKED.clear()
-        entry = _PACKED[key] = (plan, _PackedArguments(_kernel_function(plan), plan.blocks, plan.threads, plan.shared, len(arrays), plan.scalars))
-    entry[1].launch(arrays)
-    recorder = _RECORDING.recorder
-    if recorder is not None:
-        recorder.launches.append((entry[1], arrays))
-    for names in _RECORDING.observers:
-        names.append(plan.name)
-
-
-@contextlib.contextmanager
-def observe_launches():
-    """The names of the kernels this thread launches in the block, in order:
-    the entry point for tests that check which family a call took.  Calls
-    remembered before the block are forgotten (the settings version moves
-    on) and none is remembered in it, so every call takes the checked path."""
-    names = []
-    _RECORDING.observers = _RECORDING.observers + (names,)
-    try:
-        with settings.override(use_remembered_forward=False, use_remembered_backward=False):
-            yield names
-    finally:
-        _RECORDING.observers = tuple(o for o in _RECORDING.observers if o is not names)
-
-
-@cupy.memoize(for_each_device=True)
-def _device_signature() -> str:
-    properties = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-    name = properties["name"]
-    return f"{name.decode() if isinstance(name, bytes) else name} sm_{_device_compute_capability()}"
-
-
-def _gpu_seconds(run) -> float:
-    """Median GPU time of run() on the current stream (cupyx.profiler.benchmark)."""
-    from cupyx.profiler import benchmark
-
-    result = benchmark(run, n_repeat=10, n_warmup=2, max_duration=2.0)
-    return float(numpy.median(result.gpu_times[0]))
-
-
-_tuned = {}  # (device, family, key) -> tile: this process's choices, so a tuned call costs one lookup
-
-
-def _pick(family: str, key: tuple, candidates, heuristic, launch):
-    """The tile for this call: the heuristic's, or with autotuning on the
-    fastest of `candidates` (launch(tile) runs the pass with it), measured
-    once per device and signature and remembered on disk."""
-    if not _autotune.enabled():
-        return heuristic
-    memo = (cupy.cuda.Device().id, family, key)
-    tile = _tuned.get(memo)
-    if tile is None:
-        signature = "|".join([_device_signature(), family] + [str(k) for k in key])
-        tile = _tuned[memo] = _autotune.choose(
-            signature, candidates, name=lambda tile: ",".join(map(str, tile)),
-            time=lambda tile: _gpu_seconds(lambda: launch(tile)), label=f"{family} {key[0]}",
-        )  # fmt: skip
-    return tile
 
 
 # conv_window (the 1D tensor-core kernel that stages each channel slice's
@@ -1560,8 +1261,6 @@ def _depthwise(x4, weight, bias, out4, geometry: Geometry) -> None:
 # rule, or False to keep the GEMMs.
 
 
-
-
 def _grouped_forward_routed(geometry: Geometry, dtype: str, precision: str) -> bool:
     """Where grouped_forward runs: every problem it takes, with at least
     _S().grouped_forward_min_output outputs; in the modes of one tensor-core
@@ -1614,17 +1313,6 @@ def _grouped_forward(x4, weight, bias, out4, geometry: Geometry) -> None:
 # costs little more than an allocation and a kernel launch.
 
 
-class _Bound(NamedTuple):
-    """A launch with everything but the call's arrays in place."""
-
-    name: str
-    function: object
-    grid: tuple
-    block: tuple
-    tail: tuple  # the phase table, then the scalars
-    shared: int
-
-
 # conv_tiny runs the small forward passes whose output has at most
 # _S().tiny_max_output elements, each summing at most _S().tiny_max_products products
 # on average, in every dtype and mode (FMA in the accumulator type, so
@@ -1671,395 +1359,10 @@ def _small_forward_launch(s, geometry: Geometry, dtype: str, index: str, precisi
     return _Bound(plan.name, _kernel_function(plan), (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
 
 
-# A remembered small forward call whose output has at most this many bytes
-# allocates the next call's output once its kernel is launched (a spare,
-# allocated while the GPU runs): the allocation (cupy.ndarray, 3.5 us of
-# host time on the H100's host) then no longer stands between the call and
-# its launch.  A spare is used only on the stream and under the allocator it
-# was made with (CuPy's pool hands a block out for the stream that asks), and
-# holds at most this much memory per remembered signature (_api._FAST_FORWARD
-# keeps up to 1024).  0: no spares.
-
-
-class _FastForward:
-    """A small forward launch that takes only the call's pointers
-    (_api._FAST_FORWARD): its arguments packed once (_PackedArguments), the
-    call takes its output (the spare, or a new array) and launches.  It
-    returns None, and the caller takes the checked path, where the current
-    device is not the arrays', a setting of this module or _kernels has
-    changed since (_SETTINGS: the plan read _S().float32_highest,
-    _S().tf32x3_min_products and the size limits), or autotuning is on."""
-
-    def __init__(self, bound: _Bound, shape: tuple, dtype, device: int):
-        self.packed = _PackedArguments(bound.function, bound.grid[0], bound.block[0], bound.shared, 4, bound.tail)
-        self.shape, self.dtype, self.device, self.settings = shape, dtype, device, _SETTINGS["version"]
-        self.keep_spare = math.prod(shape) * numpy.dtype(dtype).itemsize <= _S().spare_output_max_bytes and not self.packed.maps
-        self.spare = None  # (the next output, the stream and the allocator it was made under)
-
-    def usable(self) -> bool:
-        return _get_device() == self.device and _SETTINGS["version"] == self.settings and not _autotune.enabled()
-
-    def launch_pointers(self, x: int, weight: int, bias: int, y: int, stream: int) -> None:
-        """The launch on raw addresses (bias 0 for none) on `stream`, for
-        a caller that checked usable() and allocated y itself (the torch
-        adapter, with torch's tensors and current stream)."""
-        self.packed.launch_pointers((x, weight, bias, y), stream)
-
-    def __call__(self, x, weight, bias):
-        if _get_device() != self.device or _SETTINGS["version"] != self.settings or _autotune.enabled():  # (usable(), inline)
-            return None
-        if not self.keep_spare:
-            y = _ndarray(self.shape, self.dtype)
-            self.packed.launch((x, weight, bias, y))
-            return y
-        packed, stream, allocator = self.packed, _get_current_stream().ptr, _get_allocator()
-        with packed.lock:
-            spare, self.spare = self.spare, None
-            y = spare[0] if spare is not None and spare[1] == stream and spare[2] is allocator else _ndarray(self.shape, self.dtype)
-            # launch_pointers' two steps, inline: a spare-keeping launch has no
-            # tensor maps, and the stream is already at hand
-            packed.fill(packed.values, 0, x.data.ptr, weight.data.ptr, 0 if bias is None else bias.data.ptr, y.data.ptr)
-            _launch_kernel(packed.pointer, packed.grid, 1, 1, packed.block, 1, 1, packed.shared, stream, packed.params_pointer, 0)
-        self.spare = (_ndarray(self.shape, self.dtype), stream, allocator)
-        return y
-
-
-def _remember_fast(key, bound: _Bound, y) -> None:
-    """Puts a small forward launch into _api._FAST_FORWARD under the call's
-    key (None: the call does not qualify)."""
-    if key is None or _RECORDING.observers:
-        return
-    if len(_api._FAST_FORWARD) >= 1024:
-        _api._FAST_FORWARD.clear()
-    _api._FAST_FORWARD[key] = _FastForward(bound, y.shape, y.dtype, y.data.device_id)
-
-
-# Remembered calls.  Past the small launches above, a forward call spends
-# 40-60 us of host time on its checks and routing before its first launch,
-# a backward call 75-115 us (perf notes v30, v31: X3 "tf32" forward 53 us a
-# call, the GPU idle for 41-45 us of a 0.39 ms call), the same every time for
-# the same signature.  A call's launches are recorded on the second call of a
-# signature (the key of _api._fast_key or _api._fast_backward_key; the first
-# fills the caches) and checked on the third: the recording, replayed into
-# outputs and temporaries filled with 0xFF bytes first, must give the
-# checked path's outputs bit for bit.  From the fourth call on the key goes
-# to the replay (_api._FAST_FORWARD, _api._FAST_BACKWARD), which allocates
-# the outputs and the temporaries and launches.  A recording is kept only
-# where every array a launch took is an input or an output of the call, a
-# temporary allocated in the call (seen by a CuPy MemoryHook), or a constant
-# (_CONSTANT_POINTERS), where every output made in the call is a whole pool
-# allocation, and where no route ran CuPy operations (the packed GEMM weight
-# marks itself unsafe).  False: every call takes the checked path.  A
-# setting changed on this module or on _kernels (_S().use_wgmma = False, a test's
-# monkeypatch, a spy on _launch) moves _SETTINGS["version"] on, and a recording made
-# before no longer runs; so does turning autotuning on or off.  With
-# autotuning on, the first call of a signature tunes its tiles and the
-# second records the tuned launches (a call in which the tuner timed tiles
-# is not recorded: the next one is).
-
-
-class _WatchedModule(types.ModuleType):
-    def __setattr__(self, name, value):
-        _SETTINGS["version"] += 1
-        super().__setattr__(name, value)
-
-    def __delattr__(self, name):
-        _SETTINGS["version"] += 1
-        super().__delattr__(name)
-
-
-sys.modules[__name__].__class__ = _WatchedModule
-_kernels.__class__ = _WatchedModule
-_REMEMBER_SEEN: dict = {}  # key -> checked calls so far (1: record the next, 2: check the recording)
-_REMEMBER_CANDIDATES: dict = {}  # key -> the recording to check
-
-
-class _Recorder(cupy.cuda.MemoryHook):
-    """Collects the launches (_launch) and the memory-pool allocations of one
-    call on this thread."""
-
-    name = "cupyconv_recorder"
-
-    def __init__(self):
-        self.launches, self.allocations, self.unsafe = [], [], False
-
-    def malloc_postprocess(self, **kwargs):  # (pointer, size, launches made before it)
-        self.allocations.append((kwargs["mem_ptr"], kwargs["size"], len(self.launches)))
-
-    def __enter__(self):
-        _RECORDING.recorder = self
-        return super().__enter__()
-
-    def __exit__(self, *args):
-        _RECORDING.recorder = None
-        return super().__exit__(*args)
-
-
-def note_allocation(pointer: int, size: int) -> None:
-    """Tells the call being recorded on this thread, if any, of memory that
-    an allocator other than CuPy's pool handed out (the torch adapter's: CuPy's
-    memory hooks see the pool's alone), so that its launches can be replayed."""
-    recorder = _RECORDING.recorder
-    if recorder is not None:
-        recorder.allocations.append((pointer, size, len(recorder.launches)))
-
-
-def _alignment(arrays) -> tuple:
-    """Where the arrays sit within 256 bytes (routes read inputs with
-    16-byte loads where they are aligned so)."""
-    return tuple(None if a is None else a.data.ptr % 256 for a in arrays)
-
-
-class _Replay:
-    """A recorded call (see _S().use_remembered_forward): `steps` are
-    (_PackedArguments, slots) with a slot per array argument: None (a null
-    pointer), ("i", input, byte offset), ("o", output, byte offset), ("t",
-    temporary, byte offset) or ("c", pointer).  `outputs`: (shape, dtype) of
-    each output, None where the call returned None.  Called with the inputs
-    (forward: x, weight, bias; backward: grad_output, x, weight), it returns
-    the outputs (forward: the one), or None where the current device, a
-    setting (_SETTINGS), autotuning (on or off) or the inputs' alignment is
-    not as recorded."""
-
-    def __init__(self, key, table: dict, steps, temporaries, outputs, device: int, constants, settings: int, alignment, autotune: bool = False):
-        self.key, self.table, self.steps, self.temporaries, self.outputs = key, table, steps, temporaries, outputs
-        self.device, self.constants, self.settings, self.alignment = device, constants, settings, alignment  # constants: kept alive
-        self.autotune = autotune  # recorded with autotuning on: the tuned tiles' launches
-        # each output and temporary is allocated just before the first launch
-        # that takes it (the GPU starts on the first launch while the host
-        # makes the rest); the outputs no launch takes, after the last
-        made, self.fresh = set(), []
-        for _, slots in steps:
-            fresh = tuple(dict.fromkeys((slot[0], slot[1]) for slot in slots if slot is not None and slot[0] in "ot" and (slot[0], slot[1]) not in made))
-            made.update(fresh)
-            self.fresh.append(fresh)
-        self.rest = tuple(("o", k) for k, o in enumerate(outputs) if o is not None and ("o", k) not in made)
-        # what __call__ runs, with every lookup it can do once done here: a
-        # call's pointers sit in one list (the inputs, then the outputs, the
-        # temporaries, and a 0), and each launch's are (index, byte offset)
-        # pairs into it (a constant: the 0 plus its address)
-        inputs = len(self.alignment)
-        index = {("o", k): inputs + k for k in range(len(outputs))}
-        index.update({("t", k): inputs + len(outputs) + k for k in range(len(temporaries))})
-        zero = inputs + len(outputs) + len(temporaries)
-        self.blank = [0] * (zero + 1)
-
-        def reference(slot):
-            if slot is None:
-                return zero, 0
-            if slot[0] == "c":
-                return zero, slot[1]
-            return (slot[1] if slot[0] == "i" else index[slot[0], slot[1]]), slot[2]
-
-        def making(fresh):
-            return tuple((kind == "o", k, index[kind, k], outputs[k] if kind == "o" else temporaries[k]) for kind, k in fresh)
-
-        self.plan = tuple((packed, making(fresh), tuple(reference(slot) for slot in slots)) for (packed, slots), fresh in zip(steps, self.fresh))
-        self.after = making(self.rest)
-        # launch_raw's temporaries: one block, each at a 512-byte boundary (as
-        # CuPy's pool and torch's allocator place allocations)
-        offsets, end = [], 0
-        for size in temporaries:
-            offsets.append(end)
-            end += -(-max(size, 1) // 512) * 512
-        self.raw_temporaries = (inputs + len(outputs), tuple(offsets), end)  # (the first's index in a call's pointers, offsets, bytes)
-
-    def run(self, inputs, poison: bool = False):
-        """The launches on `inputs` (no checks); with `poison`, each output
-        and temporary is filled with 0xFF bytes first (NaN in every float
-        type), so what no launch writes shows."""
-        pointers = self.blank[:]
-        for k, a in enumerate(inputs):
-            if a is not None:
-                pointers[k] = a.data.ptr
-        return self._launch(pointers, poison)
-
-    def _launch(self, pointers: list, poison: bool = False) -> list:
-        """Each launch of the plan on `pointers` (the inputs' filled in), its
-        outputs and temporaries made just before it; the outputs."""
-        outputs = [None] * len(self.outputs)
-        temporaries = [None] * len(self.temporaries)  # pool memory, kept until the launches that take it are queued
-        for packed, making, references in self.plan:
-            for output, k, at, what in making:
-                if output:  # (cupy.empty took 3-7 us more a call than cupy.ndarray on the H100 machines' hosts, perf notes v45)
-                    a = outputs[k] = _ndarray(*what)
-                    memory, size = a.data, a.nbytes
-                else:  # a temporary is pool memory alone (cheaper to make than an array)
-                    memory = temporaries[k] = _alloc(what)
-                    size = what
-                if poison and size:
-                    memory.memset_async(255, size)
-                pointers[at] = memory.ptr
-            packed.launch_pointers([pointers[at] + offset for at, offset in references])
-        for _, k, _, what in self.after:  # outputs no launch takes
-            a = outputs[k] = _ndarray(*what)
-            if poison and a.nbytes:
-                a.data.memset_async(255, a.nbytes)
-        return outputs
-
-    def launch_raw(self, inputs, outputs, allocate, stream: int) -> bool:
-        """The launches on raw addresses, for a caller with no CuPy arrays
-        (the torch adapter): `inputs` (0 for None), `outputs` (the caller's
-        memory, 0 where the recorded call returned None), the temporaries in
-        one block from `allocate(size)` (its address; the caller keeps the
-        memory until the launches are queued), on `stream`.  False, with
-        nothing launched, where __call__ would return None or an output is
-        not aligned as a whole allocation is."""
-        if not self._current():
-            return False
-        pointers = self.blank[:]
-        for k, (pointer, alignment) in enumerate(zip(inputs, self.alignment)):
-            if (pointer == 0) != (alignment is None) or (pointer and pointer % 256 != alignment):
-                return False
-            pointers[k] = pointer
-        for k, pointer in enumerate(outputs, start=len(self.alignment)):
-            if pointer % 256:
-                return False
-            pointers[k] = pointer
-        first, offsets, size = self.raw_temporaries
-        if size:
-            block = allocate(size)
-            for k, offset in enumerate(offsets, start=first):
-                pointers[k] = block + offset
-        for packed, _, references in self.plan:
-            packed.launch_pointers([pointers[at] + offset for at, offset in references], stream)
-        return True
-
-    def _current(self) -> bool:
-        """Whether the recording runs here: made under the present settings
-        and autotuning (else it is forgotten, to be recorded again) and for
-        the current device."""
-        if _SETTINGS["version"] != self.settings or _autotune.enabled() != self.autotune:
-            self.table.pop(self.key, None)
-            _REMEMBER_SEEN.pop(self.key, None)
-            return False
-        return _get_device() == self.device
-
-    def __call__(self, *inputs):
-        # run(inputs) with the checks of a remembered call, its pointers read
-        # and their alignment checked in one pass (perf notes v46: the host's
-        # time before the launch is GPU time in a timed call)
-        if not self._current():
-            return None
-        pointers = self.blank[:]
-        for k, (a, alignment) in enumerate(zip(inputs, self.alignment)):
-            if a is None:
-                if alignment is not None:
-                    return None
-            else:
-                pointer = pointers[k] = a.data.ptr
-                if pointer % 256 != alignment:
-                    return None
-        outputs = self._launch(pointers)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings: int, autotune: bool = False):
-    """The recorded call as a _Replay, or None where it cannot be replayed
-    (see _S().use_remembered_forward)."""
-    if recorder.unsafe or not recorder.launches:
-        return None
-    ranges = [(kind, k, a.data.ptr, a.nbytes) for kind, arrays in (("o", outputs), ("i", inputs)) for k, a in enumerate(arrays) if a is not None]
-
-    def allocation(pointer, before):  # the newest allocation made before launch `before` that holds the pointer (the pool reuses freed blocks)
-        return next(
-            (i for i in reversed(range(len(recorder.allocations)))
-             if recorder.allocations[i][2] <= before and recorder.allocations[i][0] <= pointer < recorder.allocations[i][0] + max(recorder.allocations[i][1], 1)),
-            None,
-        )  # fmt: skip
-
-    for a in outputs:  # an output made in the call must be its whole allocation (the replay allocates it alone)
-        if a is None:
-            continue
-        if not a.flags.c_contiguous:
-            return None
-        made = allocation(a.data.ptr, len(recorder.launches))
-        if made is not None and recorder.allocations[made][:2] != (a.data.ptr, a.nbytes):
-            return None
-    steps, constants, temporaries, used = [], [], [], {}  # used: allocation index -> temporary index
-    for launch, (packed, arrays) in enumerate(recorder.launches):
-        slots = []
-        for a in arrays:
-            if a is None:
-                slots.append(None)
-                continue
-            pointer = a.data.ptr
-            slot = next(((kind, k, pointer - start) for kind, k, start, size in ranges if start <= pointer < start + max(size, 1)), None)
-            if slot is None:
-                found = allocation(pointer, launch)
-                if found is not None:
-                    if found not in used:
-                        used[found] = len(temporaries)
-                        temporaries.append(recorder.allocations[found][1])
-                    slot = ("t", used[found], pointer - recorder.allocations[found][0])
-            if slot is None and pointer in _CONSTANT_POINTERS:
-                slot = ("c", pointer)
-                constants.append(a)
-            if slot is None:
-                return None
-            slots.append(slot)
-        steps.append((packed, tuple(slots)))
-    shapes = [None if a is None else (a.shape, a.dtype) for a in outputs]
-    device = next(a.data.device_id for a in inputs if a is not None)
-    return _Replay(key, table, steps, temporaries, shapes, device, constants, settings, _alignment(inputs), autotune)
-
-
-def _remember(key, table: dict, run, inputs):
-    """Runs `run()` (the checked path; it returns the call's outputs),
-    recording it or checking a recording of `key` on the calls where that is
-    due, into `table` (see _S().use_remembered_forward).  Returns the outputs.
-    A call on a stream being captured into a CUDA graph (torch.cuda.graph,
-    CuPy's begin_capture) only runs: checking a recording waits for the GPU,
-    which a capture forbids, so the calls before and after it count."""
-    if _get_current_stream().is_capturing():
-        return run()
-    seen = _REMEMBER_SEEN.get(key, 0)
-    if len(_REMEMBER_SEEN) >= 1024:
-        _REMEMBER_SEEN.clear()
-        _REMEMBER_CANDIDATES.clear()
-    _REMEMBER_SEEN[key] = seen + 1
-    if seen == 1:
-        settings, autotune, tuned = _SETTINGS["version"], _autotune.enabled(), len(_tuned)
-        with _Recorder() as recorder:
-            outputs = run()
-        if len(_tuned) != tuned:  # the autotuner timed tiles in this call (turned on since the first): record the next
-            _REMEMBER_SEEN[key] = 1
-            return outputs
-        replay = _replay_of(key, table, recorder, inputs, outputs, settings, autotune)
-        if replay is not None:
-            _REMEMBER_CANDIDATES[key] = replay
-        return outputs
-    outputs = run()
-    replay = _REMEMBER_CANDIDATES.pop(key, None)
-    if (
-        seen == 2 and replay is not None and replay.settings == _SETTINGS["version"] and replay.autotune == _autotune.enabled()
-        and replay.alignment == _alignment(inputs)
-    ):  # fmt: skip
-        again = replay.run(inputs, poison=True)
-        same = all(
-            (a is None) == (b is None) and (a is None or bool(cupy.array_equal(a.view(numpy.uint8), b.view(numpy.uint8))))
-            for a, b in zip(again, outputs)
-        )  # fmt: skip
-        if same:
-            _keep(table, key, replay)
-    return outputs
-
-
-def _keep(table: dict, key, replay) -> None:
-    """Puts a checked recording into its table.  A full table (1024) is
-    emptied first, and its keys' counts with it, so that those signatures
-    are recorded again when they come back."""
-    if len(table) >= 1024:
-        for dropped in table:
-            _REMEMBER_SEEN.pop(dropped, None)
-        table.clear()
-    table[key] = replay
-
-
 def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None, remember_small=None):
     """conv_transpose on CuPy arrays; returns the output in the user's shape
     (written into `out` when given).  A call with `fast_key` may be
-    remembered (_api._FAST_FORWARD); one into `out` that runs as one small
+    remembered (_remember.FAST_FORWARD); one into `out` that runs as one small
     launch on the arrays as given hands `remember_small` its _FastForward
     (the torch adapter's remembered calls).
 
@@ -2096,8 +1399,8 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
             index = _index_type(x.size, y.size, weight.size)
             bound = _small_forward_launch(_S(), geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, tiny)
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
-            for names in _RECORDING.observers:
-                names.append(bound.name)
+            for observe in _RECORDING.observers:
+                observe(bound, (x, weight, bias, y))
             if all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made, as a remembered launch takes none
                 if out is None:
                     _remember_fast(fast_key, bound, y)
@@ -2120,7 +1423,7 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
 
             remember = _S().use_remembered_forward and fast_key is not None and out is None
             if remember and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made
-                _remember(fast_key, _api._FAST_FORWARD, lambda: (run(), (y,))[1], (x, weight, bias))
+                _remember.remember(fast_key, _remember.FAST_FORWARD, lambda: (run(), (y,))[1], (x, weight, bias))
             else:
                 run()
         return y
@@ -2155,7 +1458,7 @@ def backward(
     conv_window and grad_weight_phase as 3xTF32, the other kernels on CUDA
     cores.  grad_bias is its own split reduction.  A call with `fast_key`
     (_api._fast_backward_key) may be remembered (_S().use_remembered_backward)
-    into _api._FAST_BACKWARD, or with `out` into `remember_into` (the torch
+    into _remember.FAST_BACKWARD, or with `out` into `remember_into` (the torch
     adapter's table, whose replays launch into its tensors: _Replay.launch_raw)."""
     axis = _chunks.long_axis(geometry)
     if axis is not None:
@@ -2167,8 +1470,8 @@ def backward(
     )  # fmt: skip
     with grad_output.device:
         if remember:  # no copies are made of contiguous inputs
-            table = _api._FAST_BACKWARD if remember_into is None else remember_into
-            return tuple(_remember(fast_key, table, lambda: _backward(grad_output, x, weight, geometry, output_mask, precision, out), (grad_output, x, weight)))
+            table = _remember.FAST_BACKWARD if remember_into is None else remember_into
+            return tuple(_remember.remember(fast_key, table, lambda: _backward(grad_output, x, weight, geometry, output_mask, precision, out), (grad_output, x, weight)))
         return _backward(grad_output, x, weight, geometry, output_mask, precision, out)
 
 
@@ -2988,8 +2291,6 @@ def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
         candidates = (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GRAD_WEIGHT_TILES
         launch(_pick("grad_weight", (dtype, passes, geometry), candidates, heuristic, launch))
     return grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
-
-
 
 
 @functools.lru_cache(maxsize=1024)

@@ -258,6 +258,26 @@ def _not_here(what):
     return refuse
 
 
+class _DriverFunction:
+    """A driver entry point that succeeds (its argtypes and restype settable)."""
+
+    def __call__(self, *args):
+        return 0
+
+
+def _fake_libcuda():
+    """ctypes.CDLL("libcuda.so.1") gives stand-ins for the tensor-map calls."""
+    import ctypes
+
+    real = ctypes.CDLL
+
+    class Driver:
+        cuTensorMapEncodeTiled = _DriverFunction()
+        cuTensorMapReplaceAddress = _DriverFunction()
+
+    ctypes.CDLL = lambda name, *args, **kwargs: Driver() if name == "libcuda.so.1" else real(name, *args, **kwargs)
+
+
 def install(device: str) -> types.ModuleType:
     """Puts the stand-in into sys.modules as `cupy` for the described device."""
     _STATE["device"] = DEVICES[device]
@@ -276,13 +296,14 @@ def install(device: str) -> types.ModuleType:
     runtime.getDeviceProperties = lambda device: {"name": _STATE["device"]["name"].encode()}
     runtime.getDeviceCount = lambda: 1
     driver = types.ModuleType("cupy.cuda.driver")
-    driver.launchKernel = _not_here("cuLaunchKernel")
+    driver.launchKernel = lambda *args: None  # (launches are recorded at the launch seam)
     cuda.runtime, cuda.driver = runtime, driver
     cupy.cuda = cuda
     cupyx = types.ModuleType("cupyx")
     profiler = types.ModuleType("cupyx.profiler")
     profiler.benchmark = _not_here("cupyx.profiler.benchmark (autotuning)")
     cupyx.profiler = profiler
+    _fake_libcuda()
     sys.modules.update({"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.runtime": runtime, "cupy.cuda.driver": driver, "cupyx": cupyx, "cupyx.profiler": profiler})
     return cupy
 

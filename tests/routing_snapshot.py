@@ -93,18 +93,22 @@ def pool():
 
 
 def _hook_launches(events):
-    from cupyconv import _cuda
+    """Records every launch made through the launch seam into `events` (the
+    small forward calls' single launches are recorded by the stand-in's
+    RawKernel); returns the block that does it."""
+    from cupyconv import _launch
 
-    def recording_launch(plan, arrays):
-        events.append(("launch", _cuda._kernel_function(plan), plan.blocks, plan.threads, plan.shared, tuple(arrays) + tuple(plan.scalars)))
+    def observe(plan, arrays):
+        if isinstance(plan, _launch._Launch):
+            events.append(("launch", _launch._kernel_function(plan), plan.blocks, plan.threads, plan.shared, tuple(arrays) + tuple(plan.scalars)))
 
-    _cuda._launch = recording_launch
+    return _launch.watch_launches(observe)
 
 
 def _forget_calls():
-    from cupyconv import _api
+    from cupyconv import _remember
 
-    _api._FAST_FORWARD.clear()  # small calls remembered whole
+    _remember.FAST_FORWARD.clear()  # small calls remembered whole
 
 
 def _instantiations():
@@ -118,11 +122,11 @@ def _instantiations():
 
 
 def _apply(settings: dict):
-    """Puts `settings` (the variant's, by today's upper-case names) in force,
-    with remembered calls off; returns what undoes it."""
+    """Puts `settings` (the variant's, by today's upper-case names) in force;
+    returns what undoes it."""
     import cupyconv.settings
 
-    block = cupyconv.settings.override(use_remembered_forward=False, use_remembered_backward=False, **{k.lower(): v for k, v in settings.items()})
+    block = cupyconv.settings.override(**{k.lower(): v for k, v in settings.items()})
     block.__enter__()
     return lambda: block.__exit__(None, None, None)
 
@@ -195,7 +199,8 @@ def record(device: str) -> dict:
     import cupyconv
     from cupyconv import _geometry
 
-    _hook_launches(fake_cupy.EVENTS)
+    hook = _hook_launches(fake_cupy.EVENTS)
+    hook.__enter__()  # (kept referenced: a dropped block would close)
     cases = pool()
     result = {"__instantiations__": _instantiations()}
     for variant, settings in VARIANTS.items():
@@ -209,6 +214,7 @@ def record(device: str) -> dict:
                         result[call] = _run(fake, fake_cupy, cupyconv, _geometry, case, dt, precision, op, variant == "misaligned")
         finally:
             undo()
+    hook.__exit__(None, None, None)
     return result
 
 

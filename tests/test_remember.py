@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("cupy")
 
-from cupyconv import _api, _cuda, _kernels
+from cupyconv import _cuda, _kernels, _launch, _remember, settings
 
 
 def _array(pointer, nbytes, shape=(1,), dtype=numpy.float32, contiguous=True):
@@ -35,7 +35,7 @@ def test_replay_maps_every_pointer():
     """Arrays of the call become (name, byte offset), pool allocations
     temporaries (a view at its offset), memoized tables constants."""
     table = _array(0x90000, 256)
-    _cuda._CONSTANT_POINTERS.add(table.data.ptr)
+    _remember._CONSTANT_POINTERS.add(table.data.ptr)
     try:
         workspace = _array(0x50000, 8192)
         view = _array(0x50000 + 512, 1024)  # a view into the workspace
@@ -44,9 +44,9 @@ def test_replay_maps_every_pointer():
             [(first, (W, workspace)), (second, (_array(X.data.ptr + 256, 8), view, None, B, Y, table))],
             [(0x50000, 8192, 0)],
         )
-        replay = _cuda._replay_of("key", {}, recorder, (X, W, B), (Y,), settings=7)
+        replay = _remember._replay_of("key", {}, recorder, (X, W, B), (Y,), settings=7)
     finally:
-        _cuda._CONSTANT_POINTERS.discard(table.data.ptr)
+        _remember._CONSTANT_POINTERS.discard(table.data.ptr)
     assert replay is not None
     assert replay.steps == [
         (first, (("i", 1, 0), ("t", 0, 0))),
@@ -66,7 +66,7 @@ def test_replay_follows_reused_blocks():
         [(a, (X, small)), (b, (small, Y)), (c, (large, Y))],
         [(0x50000, 512, 0), (0x50000, 4096, 2)],  # the second made after two launches
     )
-    replay = _cuda._replay_of("key", {}, recorder, (X, W, None), (Y,), settings=0)
+    replay = _remember._replay_of("key", {}, recorder, (X, W, None), (Y,), settings=0)
     assert [slots for _, slots in replay.steps] == [(("i", 0, 0), ("t", 0, 0)), (("t", 0, 0), ("o", 0, 0)), (("t", 1, 0), ("o", 0, 0))]
     assert replay.temporaries == [512, 4096]
     assert replay.alignment == (0, 0, None)
@@ -83,7 +83,7 @@ def test_replay_of_a_backward_call():
         [(0x70000, 4096, 0), (0x90000, 2048, 1), (0x80000, 1024, 1)],
     )
     table = {}
-    replay = _cuda._replay_of("key", table, recorder, (gy, X, W), (gi, gw, None), settings=0)
+    replay = _remember._replay_of("key", table, recorder, (gy, X, W), (gi, gw, None), settings=0)
     assert [slots for _, slots in replay.steps] == [
         (("i", 0, 0), ("i", 2, 0), ("o", 0, 0)),
         (("i", 0, 0), ("i", 1, 0), ("t", 0, 0)),
@@ -101,7 +101,7 @@ def test_replay_allocates_before_first_use():
     workspace = _array(0x50000, 8192)
     a, b = object(), object()
     recorder = _recorder([(a, (X, workspace, workspace)), (b, (workspace, Y))], [(0x50000, 8192, 0)])
-    replay = _cuda._replay_of("key", {}, recorder, (X, W, B), (Y, _array(0x60000, 64, shape=(16,))), settings=0)
+    replay = _remember._replay_of("key", {}, recorder, (X, W, B), (Y, _array(0x60000, 64, shape=(16,))), settings=0)
     assert replay.fresh == [(("t", 0),), (("o", 0),)]
     assert replay.rest == (("o", 1),)
 
@@ -128,9 +128,9 @@ def _replaying(monkeypatch):
         made.append(0xA0000 + 0x10000 * len(made))
         return made[-1]
 
-    monkeypatch.setattr(_cuda, "_get_device", lambda: 0)
-    monkeypatch.setattr(_cuda, "_ndarray", lambda shape, dtype: _array(address(), 0, shape=shape, dtype=dtype))
-    monkeypatch.setattr(_cuda, "_alloc", lambda size: SimpleNamespace(ptr=address(), size=size))
+    monkeypatch.setattr(_remember, "_get_device", lambda: 0)
+    monkeypatch.setattr(_remember, "_ndarray", lambda shape, dtype: _array(address(), 0, shape=shape, dtype=dtype))
+    monkeypatch.setattr(_remember, "_alloc", lambda size: SimpleNamespace(ptr=address(), size=size))
     monkeypatch.setattr(_autotune, "enabled", lambda: False)
     return made
 
@@ -147,13 +147,13 @@ def test_replay_call_fills_each_launch(monkeypatch):
         [(first, (W, workspace)), (second, (_array(X.data.ptr + 256, 8), view, None, B, Y, table))],
         [(0x50000, 8192, 0)],
     )
-    _cuda._CONSTANT_POINTERS.add(table.data.ptr)
+    _remember._CONSTANT_POINTERS.add(table.data.ptr)
     try:
-        replay = _cuda._replay_of("key", {}, recorder, (X, W, B), (Y,), settings=0)
+        replay = _remember._replay_of("key", {}, recorder, (X, W, B), (Y,), settings=0)
     finally:
-        _cuda._CONSTANT_POINTERS.discard(table.data.ptr)
+        _remember._CONSTANT_POINTERS.discard(table.data.ptr)
     made = _replaying(monkeypatch)
-    replay.settings = _cuda._SETTINGS["version"]  # (the stand-ins above moved it on)
+    replay.settings = _remember._SETTINGS["version"]  # (the stand-ins above moved it on)
     x, w, b = _array(0x1000000, 4096), _array(0x2000100, 1024), _array(0x3000000, 64)
     y = replay(x, w, b)
     workspace, output = made  # the workspace before the first launch, the output before the second
@@ -170,9 +170,9 @@ def test_replay_call_of_a_backward_call(monkeypatch):
     gy, gi, gw = _array(0x60000, 65536), _array(0x70000, 4096, shape=(2, 4, 128)), _array(0x80000, 1024, shape=(4, 8, 8))
     a = _Launches()
     recorder = _recorder([(a, (gy, W, gi))], [(0x70000, 4096, 0)])
-    replay = _cuda._replay_of("key", {}, recorder, (gy, X, W), (gi, None, gw), settings=0)
+    replay = _remember._replay_of("key", {}, recorder, (gy, X, W), (gi, None, gw), settings=0)
     made = _replaying(monkeypatch)
-    replay.settings = _cuda._SETTINGS["version"]
+    replay.settings = _remember._SETTINGS["version"]
     grads = replay(gy, X, W)
     assert a.calls == [[gy.data.ptr, W.data.ptr, made[0]]]
     assert [g is None or g.data.ptr for g in grads] == [made[0], True, made[1]]
@@ -195,10 +195,10 @@ def test_replay_launch_raw(monkeypatch):
         [(0xA0000, 100, 0), (0x90000, 2000, 1)],
     )
     table = {}
-    replay = _cuda._replay_of("key", table, recorder, (gy, X, W), (gi, gw, None), settings=0)
+    replay = _remember._replay_of("key", table, recorder, (gy, X, W), (gi, gw, None), settings=0)
     table["key"] = replay
     _replaying(monkeypatch)
-    replay.settings = _cuda._SETTINGS["version"]
+    replay.settings = _remember._SETTINGS["version"]
     allocated = []
 
     def allocate(size):
@@ -216,22 +216,23 @@ def test_replay_launch_raw(monkeypatch):
         (inputs, (0x4000000, 0x5000008, 0)),
     ):
         assert not replay.launch_raw(bad_inputs, bad_outputs, allocate, 99)
-    monkeypatch.setattr(_cuda, "_get_device", lambda: 1)
-    replay.settings = _cuda._SETTINGS["version"]
+    monkeypatch.setattr(_remember, "_get_device", lambda: 1)
+    replay.settings = _remember._SETTINGS["version"]
     assert not replay.launch_raw(inputs, outputs, allocate, 99)
     assert len(a.calls) == 1 and len(b.calls) == 1 and len(allocated) == 1 and table == {"key": replay}
-    monkeypatch.setattr(_cuda, "_get_device", lambda: 0)  # (moves the settings on)
-    assert not replay.launch_raw(inputs, outputs, allocate, 99) and not table and len(a.calls) == 1
+    monkeypatch.setattr(_remember, "_get_device", lambda: 0)
+    with settings.override(wgmma_min_taps=5):  # (moves the settings on)
+        assert not replay.launch_raw(inputs, outputs, allocate, 99) and not table and len(a.calls) == 1
 
 
 def test_allocations_from_another_allocator_are_recorded():
     """note_allocation (the torch adapter's allocator) adds to the recording
     of the call running on this thread, after the launches made so far, and
     does nothing where none is being recorded."""
-    _cuda.note_allocation(0x5000, 64)
-    with _cuda._Recorder() as recorder:
+    _remember.note_allocation(0x5000, 64)
+    with _remember._Recorder() as recorder:
         recorder.launches.append(object())
-        _cuda.note_allocation(0x6000, 128)
+        _remember.note_allocation(0x6000, 128)
     assert recorder.allocations == [(0x6000, 128, 1)]
 
 
@@ -250,14 +251,14 @@ def test_allocations_from_another_allocator_are_recorded():
     ids=["foreign", "later", "unsafe", "empty", "output-head", "output-inside", "output-strided"],
 )
 def test_replay_refused(recorder, outputs):
-    assert _cuda._replay_of("key", {}, recorder, (X, W, B), outputs, settings=0) is None
+    assert _remember._replay_of("key", {}, recorder, (X, W, B), outputs, settings=0) is None
 
 
 def test_alignment_is_part_of_the_recording():
     """A replay recorded with aligned arrays stands aside for an input that
     sits elsewhere within 256 bytes (the routes choose 16-byte loads by it)."""
-    assert _cuda._alignment((_array(0x10004, 16), W, None)) == (4, 0, None)
-    assert _cuda._alignment((X, _array(0x20100, 16), _array(0x30010, 16))) == (0, 0, 16)
+    assert _remember._alignment((_array(0x10004, 16), W, None)) == (4, 0, None)
+    assert _remember._alignment((X, _array(0x20100, 16), _array(0x30010, 16))) == (0, 0, 16)
 
 
 def test_settings_forget_recordings(monkeypatch):
@@ -266,15 +267,15 @@ def test_settings_forget_recordings(monkeypatch):
     table and returns None, so the call takes the checked path."""
     from cupyconv import settings
 
-    replay = _cuda._Replay("k", _api._FAST_BACKWARD, [], [], [None], 0, [], settings.version(), (0, 0, None))
-    monkeypatch.setitem(_api._FAST_BACKWARD, "k", replay)
-    monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 3)
+    replay = _remember._Replay("k", _remember.FAST_BACKWARD, [], [], [None], 0, [], settings.version(), (0, 0, None))
+    monkeypatch.setitem(_remember.FAST_BACKWARD, "k", replay)
+    monkeypatch.setitem(_remember._REMEMBER_SEEN, "k", 3)
     before = settings.version()
     with settings.override(use_window_fill=not settings.current().use_window_fill):
         assert settings.version() == before + 1
         assert replay(X, W, None) is None
     assert settings.version() == before + 2
-    assert "k" not in _api._FAST_BACKWARD and "k" not in _cuda._REMEMBER_SEEN
+    assert "k" not in _remember.FAST_BACKWARD and "k" not in _remember._REMEMBER_SEEN
 
 
 def test_override_takes_setting_names_only():
@@ -292,12 +293,12 @@ def test_autotuning_switched_forgets_recordings(monkeypatch):
     from cupyconv import _autotune
 
     for recorded in (False, True):
-        replay = _cuda._Replay("k", _api._FAST_BACKWARD, [], [], [None], 0, [], _cuda._SETTINGS["version"], (0, 0, None), recorded)
-        monkeypatch.setitem(_api._FAST_BACKWARD, "k", replay)
-        monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 3)
+        replay = _remember._Replay("k", _remember.FAST_BACKWARD, [], [], [None], 0, [], _remember._SETTINGS["version"], (0, 0, None), recorded)
+        monkeypatch.setitem(_remember.FAST_BACKWARD, "k", replay)
+        monkeypatch.setitem(_remember._REMEMBER_SEEN, "k", 3)
         monkeypatch.setattr(_autotune, "enabled", lambda recorded=recorded: not recorded)
         assert replay(X, W, None) is None
-        assert "k" not in _api._FAST_BACKWARD and "k" not in _cuda._REMEMBER_SEEN
+        assert "k" not in _remember.FAST_BACKWARD and "k" not in _remember._REMEMBER_SEEN
 
 
 def test_a_call_that_tuned_is_not_recorded(monkeypatch):
@@ -308,15 +309,15 @@ def test_a_call_that_tuned_is_not_recorded(monkeypatch):
 
     def run():  # the checked path, tuning a tile as it goes
         calls.append(1)
-        _cuda._tuned[("test", len(calls))] = "tile"
+        _remember._tuned[("test", len(calls))] = "tile"
         return (Y,)
 
-    monkeypatch.setattr(_cuda, "_tuned", {})
-    monkeypatch.setattr(_cuda, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: False))
-    monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", 1)
+    monkeypatch.setattr(_remember, "_tuned", {})
+    monkeypatch.setattr(_remember, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: False))
+    monkeypatch.setitem(_remember._REMEMBER_SEEN, "k", 1)
     table = {}
-    assert _cuda._remember("k", table, run, (X, W, None)) == (Y,)
-    assert _cuda._REMEMBER_SEEN["k"] == 1 and "k" not in _cuda._REMEMBER_CANDIDATES and not table
+    assert _remember.remember("k", table, run, (X, W, None)) == (Y,)
+    assert _remember._REMEMBER_SEEN["k"] == 1 and "k" not in _remember._REMEMBER_CANDIDATES and not table
 
 
 @pytest.mark.parametrize("seen", [0, 1, 2])
@@ -325,13 +326,13 @@ def test_a_call_being_captured_is_not_counted(monkeypatch, seen):
     path alone: it neither records, nor checks a recording (which waits for
     the GPU), nor counts."""
     calls = []
-    monkeypatch.setattr(_cuda, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: True))
-    monkeypatch.setattr(_cuda, "_Recorder", None)  # a recording would fail
+    monkeypatch.setattr(_remember, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: True))
+    monkeypatch.setattr(_remember, "_Recorder", None)  # a recording would fail
     if seen:
-        monkeypatch.setitem(_cuda._REMEMBER_SEEN, "k", seen)
+        monkeypatch.setitem(_remember._REMEMBER_SEEN, "k", seen)
     table = {}
-    assert _cuda._remember("k", table, lambda: calls.append(1) or (Y,), (X, W, None)) == (Y,)
-    assert calls == [1] and _cuda._REMEMBER_SEEN.get("k", 0) == seen and not table
+    assert _remember.remember("k", table, lambda: calls.append(1) or (Y,), (X, W, None)) == (Y,)
+    assert calls == [1] and _remember._REMEMBER_SEEN.get("k", 0) == seen and not table
 
 
 def test_a_full_table_forgets_its_counts(monkeypatch):
@@ -339,18 +340,18 @@ def test_a_full_table_forgets_its_counts(monkeypatch):
     of the signatures it held go with it: each is recorded again on its
     second call after (before, their counts stayed at 3 and they ran the
     checked path until the count table itself filled)."""
-    monkeypatch.setattr(_cuda, "_REMEMBER_SEEN", {"other": 2})
+    monkeypatch.setattr(_remember, "_REMEMBER_SEEN", {"other": 2})
     table = {("old", k): object() for k in range(1024)}
-    _cuda._REMEMBER_SEEN.update({key: 3 for key in table})
+    _remember._REMEMBER_SEEN.update({key: 3 for key in table})
     replay = object()
-    _cuda._keep(table, "new", replay)
-    assert table == {"new": replay} and _cuda._REMEMBER_SEEN == {"other": 2}
-    _cuda._keep(table, ("old", 0), replay)
-    assert len(table) == 2 and _cuda._REMEMBER_SEEN == {"other": 2}
+    _remember._keep(table, "new", replay)
+    assert table == {"new": replay} and _remember._REMEMBER_SEEN == {"other": 2}
+    _remember._keep(table, ("old", 0), replay)
+    assert len(table) == 2 and _remember._REMEMBER_SEEN == {"other": 2}
     calls = []
-    monkeypatch.setattr(_cuda, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: False))
-    _cuda._remember(("old", 5), table, lambda: calls.append(1) or (Y,), (X, W, None))
-    assert calls == [1] and _cuda._REMEMBER_SEEN[("old", 5)] == 1  # the next call records
+    monkeypatch.setattr(_remember, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: False))
+    _remember.remember(("old", 5), table, lambda: calls.append(1) or (Y,), (X, W, None))
+    assert calls == [1] and _remember._REMEMBER_SEEN[("old", 5)] == 1  # the next call records
 
 
 def test_packed_arguments_fill_the_pointer_slots(monkeypatch):
@@ -361,9 +362,9 @@ def test_packed_arguments_fill_the_pointer_slots(monkeypatch):
     import struct
 
     launches = []
-    monkeypatch.setattr(_cuda, "_launch_kernel", lambda *args: launches.append(args))
-    monkeypatch.setattr(_cuda.cupy.cuda, "get_current_stream", lambda: SimpleNamespace(ptr=77))
-    packed = _cuda._PackedArguments(SimpleNamespace(kernel=SimpleNamespace(ptr=5)), 3, 128, 64, 3, (numpy.int32(-7), numpy.float32(1.5)))
+    monkeypatch.setattr(_launch, "_launch_kernel", lambda *args: launches.append(args))
+    monkeypatch.setattr(_launch.cupy.cuda, "get_current_stream", lambda: SimpleNamespace(ptr=77))
+    packed = _launch._PackedArguments(SimpleNamespace(kernel=SimpleNamespace(ptr=5)), 3, 128, 64, 3, (numpy.int32(-7), numpy.float32(1.5)))
     pointers = [0x7F0000001000, 0, 0x7F00000FF000 + 6]
     packed.launch_pointers(pointers)
     ((function, grid, _, _, block, _, _, shared, stream, params, extra),) = launches
@@ -383,12 +384,12 @@ def test_packed_arguments_rewrite_each_tensor_map_for_its_array(monkeypatch):
     the packed weight's) hands the kernel each map's address in its slot and
     rewrites a map only when the array it describes moves."""
     writes = []
-    monkeypatch.setattr(_cuda, "_launch_kernel", lambda *args: None)
-    monkeypatch.setattr(_cuda.cupy.cuda, "get_current_stream", lambda: SimpleNamespace(ptr=0))
-    monkeypatch.setattr(_cuda._MapSlot, "write", lambda self, pointer: writes.append((self.spec.array, pointer)) or setattr(self, "written", pointer))
-    first = _cuda._TensorMap(dims=(8,), strides=(), box=(8,))
-    second = _cuda._TensorMap(dims=(4,), strides=(), box=(4,), array=1)
-    packed = _cuda._PackedArguments(SimpleNamespace(kernel=SimpleNamespace(ptr=5)), 2, 384, 0, 3, (first, second, numpy.int32(3)))
+    monkeypatch.setattr(_launch, "_launch_kernel", lambda *args: None)
+    monkeypatch.setattr(_launch.cupy.cuda, "get_current_stream", lambda: SimpleNamespace(ptr=0))
+    monkeypatch.setattr(_launch._MapSlot, "write", lambda self, pointer: writes.append((self.spec.array, pointer)) or setattr(self, "written", pointer))
+    first = _launch._TensorMap(dims=(8,), strides=(), box=(8,))
+    second = _launch._TensorMap(dims=(4,), strides=(), box=(4,), array=1)
+    packed = _launch._PackedArguments(SimpleNamespace(kernel=SimpleNamespace(ptr=5)), 2, 384, 0, 3, (first, second, numpy.int32(3)))
     assert [int(packed.params[3 + i]) for i in range(2)] == [slot.address for slot, _ in packed.maps]
     assert [array for _, array in packed.maps] == [0, 1]
     packed.launch_pointers([0x1000, 0x2000, 0x3000])
@@ -408,12 +409,12 @@ def test_replay_run_poisons_what_it_makes(monkeypatch):
         made.append(pointer)
         return SimpleNamespace(ptr=pointer, memset_async=lambda value, n: poisoned.append((pointer, value, n, len(first.calls))))
 
-    monkeypatch.setattr(_cuda, "_ndarray", lambda shape, dtype: SimpleNamespace(data=memory(64), nbytes=64, shape=shape, dtype=dtype))
-    monkeypatch.setattr(_cuda, "_alloc", memory)
+    monkeypatch.setattr(_remember, "_ndarray", lambda shape, dtype: SimpleNamespace(data=memory(64), nbytes=64, shape=shape, dtype=dtype))
+    monkeypatch.setattr(_remember, "_alloc", memory)
     first = _Launches()
     workspace = _array(0x50000, 8192)
     recorder = _recorder([(first, (X, workspace, Y))], [(0x50000, 8192, 0)])
-    replay = _cuda._replay_of("key", {}, recorder, (X, W, B), (Y, _array(0x60000, 64, shape=(16,))), settings=0)
+    replay = _remember._replay_of("key", {}, recorder, (X, W, B), (Y, _array(0x60000, 64, shape=(16,))), settings=0)
     outputs = replay.run((X, W, None), poison=True)
     workspace, output, rest = made  # before the launch: its workspace and output (in slot order); after it: the other output
     assert first.calls == [[X.data.ptr, workspace, output]]
