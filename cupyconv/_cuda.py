@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 import cupy
 import numpy
 
 from . import _autotune, _chunks, _geometry, _kernels, _remember, settings
 from ._geometry import Geometry
+from ._plan import Buffer, Copy, Device, Family, Plan, Problem, Step, Table
 from ._launch import (
     _RECORDING, _Launch, _TensorMap, _blocks_for, _compute_capability, _i32, _i64,
     _index_type, _kernel_function, _launch, _max_shared, _multiprocessors, _phase_table, _pick,
@@ -27,7 +28,6 @@ from ._remember import _Bound, _FastForward, _remember_fast, note_allocation  # 
 
 _S = settings.current  # the routing settings in force
 _SETTINGS = settings._STATE  # ["version"]: moves on with every change of the settings
-
 
 
 def _contiguous4(array, shape4):
@@ -412,38 +412,6 @@ def _resident_heuristic(geometry: Geometry, pass_name: str, dtype: str, index: s
 # False keeps it off.
 
 
-def _resident(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
-    """Runs the pass with conv_wgmma_resident if it applies (its fill first,
-    where that does); False if not."""
-    multiprocessors = _multiprocessors()
-    fill = _S().use_fill and _kernels.fill_record(geometry, pass_name) is not None
-    if fill:
-        fill_rows = _gemm_rows(geometry, pass_name)  # no fold
-        heuristic = _resident_heuristic(geometry, pass_name, dtype, index, fill_rows, max_shared, multiprocessors, True)
-        fill = heuristic is not None and (_S().use_resident_anywhere or _resident_routed(_S(), geometry, pass_name, dtype, heuristic, True))
-    if not fill:
-        heuristic = _resident_heuristic(geometry, pass_name, dtype, index, rows, max_shared, multiprocessors)
-        if heuristic is None or not (_S().use_resident_anywhere or _resident_routed(_S(), geometry, pass_name, dtype, heuristic)):
-            return False
-    packed = _window_weight(weight, geometry, pass_name, dtype, fold=not fill, round_tf32=True)
-    if not fill and _S().use_split and heuristic == _kernels.SPLIT_TILE:
-        split = _resident_plan(geometry, pass_name, dtype, index, heuristic, max_shared, multiprocessors, split=True)
-        if split is not None:
-            _launch(split[0], (source4, packed, bias, out4, _phase_table(split[1])))
-            return True
-
-    def launch(tile):
-        plan, flat = _resident_plan(geometry, pass_name, dtype, index, tile, max_shared, multiprocessors, fill)
-        _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
-
-    fitting = () if not _autotune.enabled() else tuple(
-        t for t in _kernels.WGMMA_TILES if _resident_plan(geometry, pass_name, dtype, index, t, max_shared, multiprocessors, fill)
-    )
-    key = (dtype, pass_name, index, geometry) + (("fill",) if fill else ())
-    launch(_pick("conv_wgmma_resident", key, fitting, heuristic, launch))
-    return True
-
-
 # conv_wgmma_tf32 (conv_tf32.cu) takes the float32 "tf32" passes that are one
 # stride-1 correlation (the forward pass of a stride-1 problem, its
 # grad_input) with a build for their taps, on compute capability 9.0, ahead
@@ -501,23 +469,6 @@ def _conv_tf32_plan(geometry: Geometry, pass_name: str, index: str, multiprocess
     )  # fmt: skip
     name = _kernels.conv_tf32_name(index, taps, fold > 1)
     return _Launch("conv_tf32.cu", name, _blocks_for(combos * per_combo), _kernels.WGMMA_THREADS, scalars, shared), flat
-
-
-def _conv_tf32(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str) -> bool:
-    """Runs the pass with conv_wgmma_tf32 if it is routed (see _S().use_conv_tf32); False if not."""
-    if not _S().use_conv_tf32:
-        return False
-    plan = _conv_tf32_plan(geometry, pass_name, index, _multiprocessors(), _max_shared())
-    if plan is None:
-        return False
-    if _S().use_conv_tf32 != "anywhere":
-        fold = (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
-        rows = geometry.out_channels_per_group if pass_name == "forward" else geometry.in_channels_per_group
-        if (fold == 1 and rows <= _S().conv_tf32_min_rows) or 1 < fold < _S().conv_tf32_min_fold:
-            return False
-    packed = _window_weight(weight, geometry, pass_name, "float32", round_tf32=True)
-    _launch(plan[0], (source4, packed, bias, out4))
-    return True
 
 
 # conv_tf32_stream (conv_tf32.cu) takes the float32 forward passes in "tf32"
@@ -628,23 +579,6 @@ def _conv_tf32_multicast_plan(geometry: Geometry, index: str, multiprocessors: i
     return _Launch("conv_tf32.cu", name, grid, _kernels.CONV_TF32_MULTICAST_THREADS, scalars, shared)
 
 
-def _conv_tf32_stream(x4, weight, bias, out4, geometry: Geometry, passes: int) -> bool:
-    """Runs the forward pass with conv_tf32_stream (TF32: conv_tf32_multicast
-    where it applies) if the rule above sends it there; False if not."""
-    if not _S().use_conv_tf32_stream:
-        return False
-    index = _index_type(x4.size, out4.size)  # (the weight's offsets are 32-bit)
-    plan = _conv_tf32_stream_plan(geometry, index, passes, _multiprocessors(), _max_shared())
-    if plan is None or (plan[2] and _S().use_conv_tf32_stream != "anywhere"):
-        return False
-    multicast = None
-    if passes == 1 and _S().use_conv_tf32_multicast:
-        multicast = _conv_tf32_multicast_plan(geometry, index, _multiprocessors(), _max_shared())
-    packed = _window_weight(weight, geometry, "forward", "float32", round_tf32=True, split=passes == 3)
-    _launch(multicast or plan[0], (x4, packed, bias, out4))
-    return True
-
-
 # conv_fold (perf notes v23, v44) takes the 16-bit forward passes of stride 8
 # with 9 to 16 taps, dilation 1 and one group on compute capability 9.0 (X2, a
 # vocoder's upsampling layer): one GEMM over (output channel, tap) rows and
@@ -710,82 +644,12 @@ def _fold_plan(geometry: Geometry, dtype: str, index: str, blocks: int, max_shar
     return launch, pack, packed_shape
 
 
-def _fold(x4, weight, bias, out4, geometry: Geometry) -> bool:
-    """Runs the forward pass with conv_fold if the rule above sends it there;
-    False if not."""
-    dtype = _geometry.dtype_name(out4.dtype)
-    if not _fold_applies(geometry, dtype) or out4.size < _S().window_min_output or x4.data.ptr % 16 or _compute_capability() != 90:
-        return False
-    index = _index_type(x4.size, out4.size, weight.size)
-    raw = _S().use_fold_raw_weight and geometry.kernel[1] == _kernels.FOLD_TAPS and weight.data.ptr % 16 == 0
-    plan = _fold_plan(geometry, dtype, index, _S().fold_blocks or _multiprocessors(), _max_shared(), raw)
-    if plan is None:
-        return False
-    launch, pack, packed_shape = plan
-    if raw:
-        _launch(launch, (x4, weight, bias, out4))
-        return True
-    packed = cupy.empty(packed_shape, dtype=weight.dtype)
-    _launch(pack, (weight, packed))
-    _launch(launch, (x4, packed, bias, out4))
-    return True
-
-
 # conv_window's fill takes the float32 "highest" forward passes that
 # conv_wgmma_resident's fill takes in the other modes (stride 2, a dilation
 # that is a multiple of it: P4), as 3xTF32 on tensor cores: one phase of 64
 # GEMM rows, where conv_direct (FFMA) or the dilated fold (128 rows) would
 # run.  Ahead of conv_direct on sums under _S().tf32x3_min_products too (P4: 96
 # products an output); measured in perf notes v17.  False keeps it off.
-
-
-def _window_fill(x4, weight, bias, out4, geometry: Geometry, precision: str) -> bool:
-    """Runs the forward pass with conv_window's fill if the rule above sends
-    it there; False if not."""
-    dtype = _geometry.dtype_name(out4.dtype)
-    if not (_S().use_fill and _S().use_window_fill) or dtype != "float32" or _tensor_core_passes(dtype, precision) != _kernels.WINDOW_FILL_PASSES:
-        return False
-    if out4.size < _S().window_min_output or x4.data.ptr % 16 or _kernels.fill_record(geometry, "forward") is None:
-        return False
-    index = _index_type(x4.size, out4.size, weight.size)
-    max_shared, passes = _max_shared(), _kernels.WINDOW_FILL_PASSES
-    heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, _gemm_rows(geometry, "forward"))
-    if _window_plan(geometry, "forward", dtype, index, heuristic, max_shared, passes, True) is None:
-        return False
-    packed = _window_weight(weight, geometry, "forward", dtype, fold=False)
-
-    def launch(tile):
-        plan, flat = _window_plan(geometry, "forward", dtype, index, tile, max_shared, passes, True)
-        _launch(plan, (x4, packed, bias, out4, _phase_table(flat)))
-
-    fitting = () if not _autotune.enabled() else tuple(
-        t for t in _kernels.WINDOW_TUNE_TILES if _window_plan(geometry, "forward", dtype, index, t, max_shared, passes, True)
-    )
-    launch(_pick("conv_window", (dtype, passes, "forward", index, geometry, "fill"), fitting, heuristic, launch))
-    return True
-
-
-def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, rows: int, max_shared: int) -> bool:
-    """Runs the pass with conv_wgmma if it applies; False if it does not."""
-    if rows > _S().wgmma_max_rows:
-        return False
-    heuristic = _kernels.wgmma_heuristic(rows)
-    if _wgmma_plan(geometry, pass_name, dtype, index, heuristic, max_shared) is None:
-        return False
-    taps, slices = _wgmma_work(geometry, pass_name, dtype)
-    if slices > 1 and taps < _S().wgmma_min_taps:
-        return False
-    packed = _window_weight(weight, geometry, pass_name, dtype, round_tf32=True)
-
-    def launch(tile):
-        plan, flat = _wgmma_plan(geometry, pass_name, dtype, index, tile, max_shared)
-        _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
-
-    fitting = () if not _autotune.enabled() else tuple(
-        t for t in _kernels.WGMMA_TILES if _wgmma_plan(geometry, pass_name, dtype, index, t, max_shared)
-    )
-    launch(_pick("conv_wgmma", (dtype, pass_name, index, geometry), fitting, heuristic, launch))
-    return True
 
 
 # conv_wgmma_x3 (conv_wgmma's GEMM in 3xTF32 on wgmma, operands split once
@@ -798,64 +662,6 @@ def _wgmma(source4, weight, bias, out4, geometry: Geometry, pass_name: str, inde
 # 1.01-1.13 against 1.01-1.09, so it keeps conv_window.  False keeps
 # conv_window everywhere; _S().use_wgmma_x3_anywhere (tests) lifts the row rule.
 WGMMA_X3_TILES = (_kernels.WGMMA_TILES[1], _kernels.WGMMA_TILES[0])  # the heuristic's order: 64 x 256 measured faster on P1, P2, X2, X3
-
-
-def _wgmma_x3(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, rows: int, max_shared: int) -> bool:
-    """Runs the pass with conv_wgmma_x3 if it applies; False if it does not."""
-    if not (_S().wgmma_x3_min_rows <= rows <= _S().wgmma_x3_max_rows or _S().use_wgmma_x3_anywhere):
-        return False
-    heuristic = next((t for t in WGMMA_X3_TILES if _wgmma_plan(geometry, pass_name, "float32", index, t, max_shared, 3)), None)
-    if heuristic is None:
-        return False
-    packed = _window_weight(weight, geometry, pass_name, "float32", split=True)
-
-    def launch(tile):
-        plan, flat = _wgmma_plan(geometry, pass_name, "float32", index, tile, max_shared, 3)
-        _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
-
-    fitting = () if not _autotune.enabled() else tuple(
-        t for t in _kernels.WGMMA_TILES if _wgmma_plan(geometry, pass_name, "float32", index, t, max_shared, 3)
-    )
-    launch(_pick("conv_wgmma_x3", (pass_name, index, geometry), fitting, heuristic, launch))
-    return True
-
-
-def _window(source4, weight, bias, out4, geometry: Geometry, pass_name: str, index: str, dtype: str, passes: int = 1) -> bool:
-    """Runs the pass with conv_tf32_stream (see _S().use_conv_tf32_stream),
-    conv_wgmma (see _S().use_wgmma), conv_wgmma_x3 (passes 3, see _S().use_wgmma_x3)
-    or conv_window (float: TF32, or 3xTF32 with passes 3) if one applies;
-    False if none does."""
-    if out4.size < _S().window_min_output or source4.data.ptr % 16:
-        return False
-    rows = _gemm_rows(geometry, pass_name) * (_kernels.window_records(geometry, pass_name) or (None, 1))[1]
-    max_shared = _max_shared()
-    if dtype == "float32" and pass_name == "forward" and _compute_capability() == 90 and _conv_tf32_stream(source4, weight, bias, out4, geometry, passes):
-        return True
-    if _S().use_wgmma and passes == 1 and _compute_capability() == 90:
-        if dtype == "float32" and _conv_tf32(source4, weight, bias, out4, geometry, pass_name, index):
-            return True
-        if _S().use_resident and _resident(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
-            return True
-        if _wgmma(source4, weight, bias, out4, geometry, pass_name, index, dtype, rows, max_shared):
-            return True
-    if _S().use_wgmma_x3 and passes == 3 and _compute_capability() == 90:
-        if _wgmma_x3(source4, weight, bias, out4, geometry, pass_name, index, rows, max_shared):
-            return True
-    heuristic = _kernels.pick_tile(_kernels.WINDOW_TILES, rows)
-    if _window_plan(geometry, pass_name, dtype, index, heuristic, max_shared) is None:
-        return False
-    packed = _window_weight(weight, geometry, pass_name, dtype, round_tf32=passes == 1)  # TF32: conv_window takes A as packed
-
-    def launch(tile):
-        plan, flat = _window_plan(geometry, pass_name, dtype, index, tile, max_shared, passes)
-        _launch(plan, (source4, packed, bias, out4, _phase_table(flat)))
-
-    # the candidates that fit, listed only when the autotuner will time them
-    fitting = () if not _autotune.enabled() else tuple(
-        t for t in _kernels.WINDOW_TUNE_TILES if _window_plan(geometry, pass_name, dtype, index, t, max_shared)
-    )
-    launch(_pick("conv_window", (dtype, passes, pass_name, index, geometry), fitting, heuristic, launch))
-    return True
 
 
 # grad_input_taps and grad_weight_taps split a reduction into pieces of at
@@ -898,46 +704,6 @@ def _taps_plan(s, geometry: Geometry, pass_name: str, dtype: str, index: str, ve
     return partial, (splits,) + out_shape4, _sum_splits_plan(dtype, math.prod(out_shape4), splits, multiprocessors)
 
 
-def _taps(pass_name: str, inputs: tuple, out, gy4, geometry: Geometry, dtype: str, passes: int) -> bool:
-    """Runs grad_input (inputs grad_output, weight) or grad_weight (inputs x,
-    grad_output) with its taps kernel (float: TF32, or 3xTF32 with passes 3)
-    if it applies; False if not.  The
-    partials of a split reduction go to a float64 workspace that sum_splits
-    adds, in split order, into `out`."""
-    vector_for, tiles = {
-        "grad_input": (_kernels.grad_input_taps_vector, _kernels.GRAD_INPUT_TAPS_TILES),
-        "grad_weight": (_kernels.grad_weight_taps_vector, _kernels.GRAD_WEIGHT_TAPS_TILES),
-    }[pass_name]
-    vector = vector_for(geometry, dtype)
-    if vector is None or gy4.size < _S().window_min_output or any(a.data.ptr % vector for a in inputs):
-        return False
-    multiprocessors = _multiprocessors()
-
-    def launch(tile):
-        partial, workspace_shape, finish = _taps_plan(_S(), geometry, pass_name, dtype, "int", vector, multiprocessors, tile, passes)
-        index = _index_type(*(a.size for a in inputs), out.size, math.prod(workspace_shape or (0,)))
-        if index != "int":
-            partial, workspace_shape, finish = _taps_plan(_S(), geometry, pass_name, dtype, index, vector, multiprocessors, tile, passes)
-        if finish is None:
-            _launch(partial, inputs + (out, None))
-        else:
-            workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
-            _launch(partial, inputs + (None, workspace))
-            _launch(finish, (workspace, out))
-
-    heuristic = _kernels.pick_tile(tiles, geometry.in_channels_per_group)
-    launch(_pick(f"{pass_name}_taps", (dtype, passes, vector, geometry), tiles if _autotune.enabled() else (), heuristic, launch))
-    return True
-
-
-def _grad_input_taps(gy4, weight, grad4, geometry: Geometry, dtype: str, passes: int = 1) -> bool:
-    return _taps("grad_input", (gy4, weight), grad4, gy4, geometry, dtype, passes)
-
-
-def _grad_weight_taps(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int = 1) -> bool:
-    return _taps("grad_weight", (x4, gy4), grad, gy4, geometry, dtype, passes)
-
-
 def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
     return _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, _gemm_rows(geometry, pass_name))
 
@@ -956,13 +722,13 @@ def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
 # tests do).
 
 
-def _grad_input_overlap_applies(geometry: Geometry, dtype: str, source4, out4, passes: int = 1) -> bool:
+def _grad_input_overlap_applies(geometry: Geometry, dtype: str, source_offset: int, out_offset: int, passes: int = 1) -> bool:
     itemsize = 4 if dtype == "float32" else 2
     return (
         (dtype in _kernels.OVERLAP_DTYPES or (dtype == "float32" and passes == 1)) and _kernels._is_1d(geometry) and geometry.groups == 1
         and geometry.stride[1] == 8 and geometry.dilation[1] == 1 and 8 < geometry.kernel[1] <= 16
         and geometry.padding[1] % 4 == 0 and geometry.out_size[1] % 4 == 0 and geometry.in_size[1] % 2 == 0
-        and source4.data.ptr % (4 * itemsize) == 0 and out4.data.ptr % (2 * itemsize) == 0
+        and source_offset % (4 * itemsize) == 0 and out_offset % (2 * itemsize) == 0
     )  # fmt: skip
 
 
@@ -1028,55 +794,6 @@ def _grad_input_multicast_plan(geometry: Geometry, index: str, multiprocessors: 
     return launch, pack, (out_channels, in_channels, 16)
 
 
-def _grad_input_overlap(gy4, weight, grad4, geometry: Geometry, dtype: str, index: str, passes: int) -> bool:
-    """Runs grad_input with grad_input_overlap (float: grad_input_multicast
-    where routed) if it is routed and applies; False if not."""
-    if not _S().use_grad_input_overlap or _compute_capability() != 90 or not _grad_input_overlap_applies(geometry, dtype, gy4, grad4, passes):
-        return False
-    if dtype == "float32" and _S().use_grad_input_multicast and _kernels.GRAD_INPUT_MULTICAST_SHARED <= _max_shared():
-        plan = _grad_input_multicast_plan(geometry, index, _multiprocessors())
-        if plan is not None:
-            launch, pack, packed_shape = plan
-            packed = cupy.empty(packed_shape, dtype=weight.dtype)
-            _launch(pack, (weight, packed))
-            _launch(launch, (gy4, packed, grad4))
-            return True
-    if _kernels.overlap_layout(dtype)[1] > _max_shared():
-        return False
-    launch, pack, packed_shape = _grad_input_overlap_plan(geometry, dtype, index)
-    packed = cupy.empty(packed_shape, dtype=weight.dtype)
-    _launch(pack, (weight, packed))
-    _launch(launch, (gy4, packed, grad4))
-    return True
-
-
-def _gemm(source4, weight, bias, out4, geometry: Geometry, pass_name: str, precision: str) -> None:
-    index = _index_type(source4.size, out4.size, weight.size)
-    dtype = _geometry.dtype_name(out4.dtype)
-    passes = _passes(dtype, precision, geometry, pass_name)
-    if pass_name == "grad_input" and _grad_input_overlap(source4, weight, out4, geometry, dtype, index, passes):
-        return
-    if passes and pass_name == "grad_input" and _grad_input_taps(source4, weight, out4, geometry, dtype, passes):
-        return
-    if passes and pass_name == "grad_input" and _grad_input_phase(source4, weight, out4, geometry, dtype, passes):
-        return
-    if passes and dtype in _kernels.WINDOW_DTYPES and _window(source4, weight, bias, out4, geometry, pass_name, index, dtype, passes):
-        return
-    packed = _packs_weight(geometry, pass_name, out4.size)
-    if packed:
-        weight = cupy.ascontiguousarray(_kernels.pack_gemm_weight(weight, geometry, pass_name))
-        if _RECORDING.recorder is not None:  # CuPy operations, not launches: a recording would miss them
-            _RECORDING.recorder.unsafe = True
-
-    def launch(tile):
-        plan, flat = _gemm_plan(geometry, pass_name, dtype, index, passes, packed, tile)
-        _launch(plan, (source4, weight, bias, out4, _phase_table(flat)))  # bias None: a null pointer
-
-    heuristic = _gemm_heuristic(geometry, pass_name, passes)
-    candidates = (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GEMM_TUNE_TILES
-    launch(_pick("conv_mma" if passes else "conv_gemm", (dtype, pass_name, index, passes, packed, geometry), candidates, heuristic, launch))
-
-
 # grad_input_phase takes float32 1D grad_input on tensor cores where every
 # tap lands on one phase of grad_output and the stride is above 1 (perf
 # notes v18: P4), and at stride 1 where one tile of input channels covers a
@@ -1113,20 +830,6 @@ def _grad_input_phase_stride_one(geometry: Geometry) -> bool:
     if _S().grad_input_phase_stride_one == "one_tile":
         return geometry.in_channels_per_group <= _kernels.GRAD_INPUT_PHASE_CHANNELS
     return bool(_S().grad_input_phase_stride_one)
-
-
-def _grad_input_phase(gy4, weight, grad4, geometry: Geometry, dtype: str, passes: int) -> bool:
-    """Runs grad_input with grad_input_phase if it is routed; False if not."""
-    if not _S().use_grad_input_phase or dtype != "float32" or passes not in _kernels.GRAD_INPUT_PHASE_PASSES or grad4.data.ptr % 8:
-        return False
-    if _S().use_grad_input_phase != "anywhere" and (gy4.size < _S().window_min_output or (geometry.stride[1] == 1 and not _grad_input_phase_stride_one(geometry))):
-        return False
-    index = _index_type(gy4.size, weight.size, grad4.size)
-    plan = _grad_input_phase_plan(geometry, index, passes, _max_shared())
-    if plan is None:
-        return False
-    _launch(plan, (gy4, weight, grad4))
-    return True
 
 
 # conv_direct runs the forward pass where an output sums at most this many
@@ -1195,39 +898,6 @@ def _direct_weight_plan(geometry: Geometry, dtype: str, bm: int):
     return _Launch("pack_weight.cu", _kernels.pack_direct_weight_name(dtype), blocks, _kernels.PACK_THREADS, scalars), shape
 
 
-def _direct_weight(weight, geometry: Geometry, tile):
-    """The weight as conv_direct reads it: (groups, KH, KW, C, M padded to the
-    tile) in the accumulator type (float64 for float64, float32 otherwise),
-    made in one launch of pack_direct_weight."""
-    plan, shape = _direct_weight_plan(geometry, _geometry.dtype_name(weight.dtype), tile.bm)
-    packed = cupy.empty(shape, dtype=numpy.float64 if weight.dtype == numpy.float64 else numpy.float32)
-    if packed.size:
-        _launch(plan, (weight, packed))
-    return packed
-
-
-def _direct(x4, weight, bias, out4, geometry: Geometry, precision: str) -> bool:
-    """Runs the forward pass with conv_direct if it applies; False if not."""
-    dtype = _geometry.dtype_name(out4.dtype)
-    if out4.size < _S().direct_min_output or _products_per_output(geometry, "forward") > _direct_limit(geometry, dtype, precision):
-        return False
-    index = _index_type(x4.size, out4.size, weight.size)
-    max_shared, multiprocessors = _max_shared(), _multiprocessors()
-    heuristic = _kernels.direct_heuristic(geometry.out_channels_per_group)
-    if _direct_plan(geometry, dtype, index, heuristic, max_shared, multiprocessors) is None:
-        return False
-
-    def launch(tile):
-        plan = _direct_plan(geometry, dtype, index, tile, max_shared, multiprocessors)
-        _launch(plan, (x4, _direct_weight(weight, geometry, tile), bias, out4))
-
-    fitting = () if not _autotune.enabled() else tuple(
-        t for t in _kernels.DIRECT_TILES if _direct_plan(geometry, dtype, index, t, max_shared, multiprocessors)
-    )  # fmt: skip
-    launch(_pick("conv_direct", (dtype, index, geometry), fitting, heuristic, launch))
-    return True
-
-
 @functools.lru_cache(maxsize=1024)
 def _depthwise_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int) -> Tuple[_Launch, tuple]:
     """depthwise_forward over every row of the output, and its tap table."""
@@ -1248,12 +918,6 @@ def _depthwise_plan(geometry: Geometry, dtype: str, index: str, multiprocessors:
     )  # fmt: skip
     name = _kernels.depthwise_name(dtype, index, _kernels.depthwise_taps_w(geometry))
     return _Launch("depthwise.cu", name, blocks, threads, scalars), _kernels.depthwise_first_taps(geometry)
-
-
-def _depthwise(x4, weight, bias, out4, geometry: Geometry) -> None:
-    index = _index_type(x4.size, out4.size, weight.size)
-    plan, first_taps = _depthwise_plan(geometry, _geometry.dtype_name(out4.dtype), index, _multiprocessors())
-    _launch(plan, (x4, weight, bias, out4, _phase_table(first_taps)))
 
 
 # grouped_forward: large 1D forward passes with few channels a group (P3), on
@@ -1300,12 +964,6 @@ def _grouped_forward_plan(geometry: Geometry, dtype: str, index: str) -> Tuple[_
     return _Launch("grouped_forward.cu", name, blocks, _kernels.GROUPED_FORWARD_THREADS, scalars, shared), _kernels.grouped_forward_taps(geometry)
 
 
-def _grouped_forward(x4, weight, bias, out4, geometry: Geometry) -> None:
-    index = _index_type(x4.size, out4.size, weight.size)
-    plan, taps = _grouped_forward_plan(geometry, _geometry.dtype_name(out4.dtype), index)
-    _launch(plan, (x4, weight, bias, out4, _phase_table(taps)))  # an int32 table like the phase tables
-
-
 # A forward pass whose output has fewer elements than this (and than
 # _S().window_min_output and _S().pack_min_output: no padded or packed weight copy) is
 # one launch whose plan depends only on the call's signature; with autotuning
@@ -1342,43 +1000,14 @@ def _tiny_plan(geometry: Geometry, dtype: str, index: str) -> _Launch:
     return _Launch("conv_tiny.cu", _kernels.tiny_name(dtype, index), blocks, _kernels.TINY_THREADS, scalars)
 
 
-@functools.lru_cache(maxsize=1024)
-def _small_forward_launch(s, geometry: Geometry, dtype: str, index: str, precision: str, device: int, tiny: bool) -> _Bound:
-    """The one launch of a small forward pass (the decisions of forward() and
-    _gemm() for an output below settings.small_forward_max_output, without
-    autotuning; conv_tiny's with autotuning too).  The settings `s`, `device`
-    and `tiny` (_tiny_routed) are part of the key: each changes the answer."""
-    if tiny:
-        plan = _tiny_plan(geometry, dtype, index)
-        return _Bound(plan.name, _kernel_function(plan), (plan.blocks,), (plan.threads,), plan.scalars, plan.shared)
-    if geometry.in_channels_per_group == 1:
-        plan, flat = _depthwise_plan(geometry, dtype, index, _multiprocessors())
-    else:
-        passes = _passes(dtype, precision, geometry, "forward")
-        plan, flat = _gemm_plan(geometry, "forward", dtype, index, passes, False, _gemm_heuristic(geometry, "forward", passes))
-    return _Bound(plan.name, _kernel_function(plan), (plan.blocks,), (plan.threads,), (_phase_table(flat),) + plan.scalars, plan.shared)
-
-
 def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None, remember_small=None):
     """conv_transpose on CuPy arrays; returns the output in the user's shape
-    (written into `out` when given).  A call with `fast_key` may be
-    remembered (_remember.FAST_FORWARD); one into `out` that runs as one small
-    launch on the arrays as given hands `remember_small` its _FastForward
-    (the torch adapter's remembered calls).
-
-    float16 and bfloat16, and float32 with precision "tf32", run on tensor
-    cores (sm_80 and later); float64 on CUDA cores.  16-bit passes of stride
-    8 with two taps a phase run conv_fold on compute capability 9.0
-    (_S().use_fold).  Depthwise problems (one
-    input channel per group) run a stencil kernel that accumulates in float32
-    (float64 for float64) in every mode.  Large 1D problems on tensor cores
-    run conv_window (see _S().window_min_output), float32 "highest" included (as
-    3xTF32, _S().float32_highest; where the stride is 2 and the dilation a multiple
-    of it, its fill, _S().use_window_fill); large problems whose outputs sum few
-    products run conv_direct (DIRECT_MAX_PRODUCTS); tiny ones conv_tiny
-    (_S().tiny_max_output); others conv_gemm/conv_mma, float32 "highest" on CUDA
-    cores.
-    """
+    (written into `out` when given).  The kernel is the first family of the
+    registry's forward list that takes the problem (python -m cupyconv
+    explain shows which and why).  A call with `fast_key` may be remembered
+    (_remember.FAST_FORWARD); one into `out` that runs as one small launch on
+    the arrays as given hands `remember_small` its _FastForward (the torch
+    adapter's remembered calls)."""
     with x.device:
         # the kernels see pointers only: the output is made in the user's shape
         y = _output(out, geometry.output_shape, x.dtype)
@@ -1393,11 +1022,13 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
         x = cupy.ascontiguousarray(x)
         weight = cupy.ascontiguousarray(weight)
         bias = cupy.ascontiguousarray(bias) if bias is not None else None
-        small = y.size < min(_S().small_forward_max_output, _S().window_min_output, _S().pack_min_output)
+        dtype = _geometry.dtype_name(x.dtype)
+        p = _problem("forward", geometry, dtype, precision, (("source", x), ("weight", weight), ("bias", bias), ("out", y)))
+        s = _S()
+        small = y.size < min(s.small_forward_max_output, s.window_min_output, s.pack_min_output)
         tiny = small and _tiny_routed(geometry, y.size)  # conv_tiny has no tiles to tune
-        if tiny or (small and not _autotune.enabled()):
-            index = _index_type(x.size, y.size, weight.size)
-            bound = _small_forward_launch(_S(), geometry, _geometry.dtype_name(x.dtype), index, precision, x.device.id, tiny)
+        bound = _small_forward_launch(s, p, x.device.id) if tiny or (small and not _autotune.enabled()) else None
+        if bound is not None:
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
             for observe in _RECORDING.observers:
                 observe(bound, (x, weight, bias, y))
@@ -1406,26 +1037,13 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                     _remember_fast(fast_key, bound, y)
                 elif remember_small is not None:
                     remember_small(_FastForward(bound, y.shape, y.dtype, y.data.device_id))
+            return y
+        arrays = {"source": x.reshape(geometry.input_shape4), "weight": weight, "bias": bias, "out": y.reshape(geometry.output_shape4)}
+        remember = s.use_remembered_forward and fast_key is not None and out is None
+        if remember and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made
+            _remember.remember(fast_key, _remember.FAST_FORWARD, lambda: (_run_pass(p, arrays), (y,))[1], (x, weight, bias))
         else:
-            x4, y4 = x.reshape(geometry.input_shape4), y.reshape(geometry.output_shape4)
-
-            def run():
-                if geometry.in_channels_per_group == 1:  # depthwise (any multiplier): a stencil, no GEMM
-                    _depthwise(x4, weight, bias, y4, geometry)
-                elif _grouped_forward_routed(geometry, _geometry.dtype_name(x.dtype), precision):
-                    _grouped_forward(x4, weight, bias, y4, geometry)
-                elif not (
-                    _fold(x4, weight, bias, y4, geometry)
-                    or _window_fill(x4, weight, bias, y4, geometry, precision)
-                    or _direct(x4, weight, bias, y4, geometry, precision)
-                ):
-                    _gemm(x4, weight, bias, y4, geometry, "forward", precision)
-
-            remember = _S().use_remembered_forward and fast_key is not None and out is None
-            if remember and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made
-                _remember.remember(fast_key, _remember.FAST_FORWARD, lambda: (run(), (y,))[1], (x, weight, bias))
-            else:
-                run()
+            _run_pass(p, arrays)
         return y
 
 
@@ -1496,7 +1114,7 @@ def _backward_by_pieces(grad_output, x, weight, geometry: Geometry, axis: int, o
             grad_weight[...] = summed.reshape(geometry.weight_shape4)
             grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
     if want_bias:
-        grad_bias = _grad_bias(gy4, geometry, out[2])
+        grad_bias = _backward(gy4, x, weight, geometry, (False, False, True), precision, (None, None, out[2]))[2]
     return grad_input, grad_weight, grad_bias
 
 
@@ -1513,51 +1131,6 @@ def _empty_batch_backward(geometry: Geometry, dtype, output_mask, out):
         grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))
     if grad_weight is not None:
         grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
-    return grad_input, grad_weight, grad_bias
-
-
-def _backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out):
-    """backward's checked path, on grad_output's device."""
-    want_input, want_weight, want_bias = output_mask
-    if not geometry.batch:  # an empty batch: sums over nothing, and no kernel grid to launch
-        return _empty_batch_backward(geometry, grad_output.dtype, output_mask, out)
-    gy4 = _contiguous4(grad_output, geometry.output_shape4)
-    grad_input = grad_weight = grad_bias = None
-    if (want_input or want_weight) and _depthwise_backward_applies(geometry):
-        # one pass for both; grad_bias below
-        grad_input, grad_weight = _depthwise_backward(
-            gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
-        )
-        want_input = want_weight = False
-    if (want_input or want_weight) and _grouped_backward_routed(geometry, _geometry.dtype_name(gy4.dtype)):
-        grad_input, grad_weight = _grouped_backward(
-            gy4, _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight), geometry, want_input, want_weight, out
-        )
-        want_input = want_weight = False
-    phase = _phase_backward_routed(geometry, _geometry.dtype_name(gy4.dtype)) if want_input or want_weight else None
-    if phase is not None:  # a stride-1 problem on one phase of grad_output
-        sub = phase[0]
-        sub_gy4 = _phase_grad_output(gy4, geometry, *phase)
-        if want_input:
-            grad_input = _grad_input(sub_gy4, cupy.ascontiguousarray(weight), sub, precision, out[0])
-        if want_weight:
-            grad_weight = _grad_weight(sub_gy4, _contiguous4(x, geometry.input_shape4), sub, precision, out[1])
-        want_input = want_weight = False
-    if want_input and want_weight:
-        fused = _grad_phase_fused(gy4, x, weight, geometry, precision, out)
-        if fused is not None:
-            grad_input, grad_weight = fused
-            want_input = want_weight = False
-    # grad_weight first: its main kernel needs nothing made in the call, so the
-    # GPU starts on it at once, and grad_input's weight pack and launches are
-    # queued while it runs (launched first, the pack's few microseconds ran
-    # ahead of the host, which left the GPU idle until grad_input's launch)
-    if want_weight:
-        grad_weight = _grad_weight(gy4, _contiguous4(x, geometry.input_shape4), geometry, precision, out[1])
-    if want_input:
-        grad_input = _grad_input(gy4, cupy.ascontiguousarray(weight), geometry, precision, out[0])
-    if want_bias:
-        grad_bias = _grad_bias(gy4, geometry, out[2])
     return grad_input, grad_weight, grad_bias
 
 
@@ -1664,24 +1237,6 @@ def _depthwise_backward_plan(geometry: Geometry, dtype: str, index: str, multipr
     return launch, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
 
 
-def _depthwise_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, want_weight: bool, out):
-    """grad_input and grad_weight (each None unless wanted) of a depthwise
-    problem, in one pass over grad_output and x."""
-    dtype = _geometry.dtype_name(gy4.dtype)
-    index = _index_type(x4.size, gy4.size, weight.size)
-    launch, workspace_shape, finish = _depthwise_backward_plan(geometry, dtype, index, _multiprocessors())
-    grad_input = _output(out[0], geometry.input_shape4, gy4.dtype) if want_input else None
-    grad_weight = _output(out[1], geometry.weight_shape4, gy4.dtype) if want_weight else None
-    workspace = cupy.empty(workspace_shape, dtype=numpy.float64) if want_weight else None
-    _launch(launch, (gy4, x4, weight, grad_input, workspace))  # None: a null pointer
-    if want_weight:
-        _launch(finish, (workspace, grad_weight))
-        grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
-    if want_input:
-        grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))
-    return grad_input, grad_weight
-
-
 # grouped_backward takes both passes of large 1D problems with few channels a
 # group (_kernels.grouped_backward_applies; P3) in float32 (every precision),
 # float16 and bfloat16: one read of grad_output and x on CUDA cores, where the
@@ -1729,35 +1284,6 @@ def _grouped_backward_plan(s, geometry: Geometry, dtype: str, index: str, multip
     return launch, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
 
 
-def _grouped_backward(gy4, x4, weight, geometry: Geometry, want_input: bool, want_weight: bool, out):
-    """grad_input and grad_weight (each None unless wanted) of a problem
-    grouped_backward takes, in one pass over grad_output and x."""
-    dtype = _geometry.dtype_name(gy4.dtype)
-    grad_input = _output(out[0], geometry.input_shape4, gy4.dtype) if want_input else None
-    grad_weight = _output(out[1], geometry.weight_shape4, gy4.dtype) if want_weight else None
-    multiprocessors = _multiprocessors()
-    launch, workspace_shape, finish = _grouped_backward_plan(_S(), geometry, dtype, "int", multiprocessors, want_input, want_weight)
-    index = _index_type(x4.size, gy4.size, weight.size, math.prod(workspace_shape or (0,)))
-    if index != "int":
-        launch, workspace_shape, finish = _grouped_backward_plan(_S(), geometry, dtype, index, multiprocessors, want_input, want_weight)
-    workspace = cupy.empty(workspace_shape, dtype=numpy.float64) if want_weight else None
-    _launch(launch, (gy4, x4, weight, grad_input, workspace))  # None: a null pointer
-    if want_weight:
-        _launch(finish, (workspace, grad_weight))
-    if want_weight:
-        grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
-    if want_input:
-        grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))
-    return grad_input, grad_weight
-
-
-def _grad_input(gy4, weight, geometry: Geometry, precision: str, out=None):
-    grad4 = _output(out, geometry.input_shape4, gy4.dtype)
-    if grad4.size:
-        _gemm(gy4, weight, None, grad4, geometry, "grad_input", precision)
-    return grad4.reshape(geometry.user_shape(geometry.input_shape4))
-
-
 def _splits(independent_blocks: int, positions: int, min_positions: int, multiprocessors: int, blocks_per_multiprocessor: int = 4) -> int:
     """How many pieces to cut a reduction of `positions` into: enough blocks to
     keep every multiprocessor busy, none shorter than min_positions."""
@@ -1802,23 +1328,6 @@ def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessor
     return partial, workspace_shape, _sum_splits_plan(dtype, count, splits, multiprocessors)
 
 
-def _run_split_reduction(plan_for, inputs: tuple, sizes: tuple, out, workspace_dtype=numpy.float64) -> None:
-    """A split reduction's two launches: plan_for(index) gives (partial
-    launch, workspace shape, sum_splits launch); the partials go to a
-    workspace (float64; float32 where the partial kernel writes float sums
-    and its sum_splits launch reads floats) that sum_splits adds, in split
-    order and in double, into `out`.  The index type covers `sizes` (element
-    counts the partial kernel indexes) and the workspace, whose shape does
-    not depend on it."""
-    partial, workspace_shape, finish = plan_for("int")
-    index = _index_type(*sizes, math.prod(workspace_shape))
-    if index != "int":
-        partial, workspace_shape, finish = plan_for(index)
-    workspace = cupy.empty(workspace_shape, dtype=workspace_dtype)
-    _launch(partial, inputs + (workspace,))
-    _launch(finish, (workspace, out))
-
-
 @functools.lru_cache(maxsize=1024)
 def _grad_weight_window_plan(geometry: Geometry, dtype: str, index: str, multiprocessors: int, tile, max_shared: int):
     """(grad_weight_window launch, workspace shape, sum_splits launch), or
@@ -1851,30 +1360,6 @@ def _grad_weight_window_plan(geometry: Geometry, dtype: str, index: str, multipr
     partial = _Launch("grad_weight_window.cu", name, _blocks_for(independent * splits), tile.threads, scalars, shared)
     count = math.prod(geometry.weight_shape4)
     return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
-
-
-def _grad_weight_window(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
-    """Runs grad_weight with grad_weight_window if it applies; False if not."""
-    if dtype not in _kernels.GRAD_WEIGHT_WINDOW_DTYPES or gy4.size < _S().window_min_output or x4.data.ptr % 16 or gy4.data.ptr % 16:
-        return False
-    multiprocessors, max_shared = _multiprocessors(), _max_shared()
-    # 8 taps per block where the kernel is long or strided, else 64 channels
-    heuristic = _kernels.GRAD_WEIGHT_WINDOW_TILES[0 if geometry.kernel[1] > 4 or geometry.stride[1] > 2 or geometry.in_channels_per_group <= 32 else 1]
-    if _grad_weight_window_plan(geometry, dtype, "int", multiprocessors, heuristic, max_shared) is None:
-        return False
-
-    def launch(tile):
-        # (a margin: the window's vector indices run up to window_rows + 8 past grad_output's last element)
-        _run_split_reduction(
-            lambda index: _grad_weight_window_plan(geometry, dtype, index, multiprocessors, tile, max_shared),
-            (x4, gy4), (x4.size, gy4.size + (1 << 16)), grad,
-        )  # fmt: skip
-
-    fitting = () if not _autotune.enabled() else tuple(
-        t for t in _kernels.GRAD_WEIGHT_WINDOW_TILES if _grad_weight_window_plan(geometry, dtype, "int", multiprocessors, t, max_shared)
-    )
-    launch(_pick("grad_weight_window", (dtype, geometry), fitting, heuristic, launch))
-    return True
 
 
 # grad_weight_wgmma takes 16-bit stride-1 1D grad_weight on compute
@@ -1913,35 +1398,6 @@ def _grad_weight_wgmma_plan(geometry: Geometry, dtype: str, index: str, multipro
     return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan(dtype, count, splits, multiprocessors)
 
 
-def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
-    """Runs grad_weight with grad_weight_wgmma if it applies; False if not."""
-    if not _S().use_grad_weight_wgmma or dtype not in _kernels.GRAD_WEIGHT_WGMMA_DTYPES or _compute_capability() != 90:
-        return False
-    if gy4.size < _S().window_min_output or x4.data.ptr % 16 or gy4.data.ptr % 16:
-        return False
-    multiprocessors, max_shared = _multiprocessors(), _max_shared()
-    # the narrowest tile that covers the group's input channels (128 at
-    # most) where its taps do, then the narrower ones, widest first
-    tiles = _kernels.GRAD_WEIGHT_WGMMA_TILES
-    covering = [t for t in tiles if t.bn >= min(geometry.in_channels_per_group, tiles[-1].bn)]
-    order = covering + [t for t in tiles if t not in covering][::-1]
-    heuristic = next((t for t in order if _grad_weight_wgmma_plan(geometry, dtype, "int", multiprocessors, t, max_shared)), None)
-    if heuristic is None:
-        return False
-
-    def launch(tile):
-        _run_split_reduction(
-            lambda index: _grad_weight_wgmma_plan(geometry, dtype, index, multiprocessors, tile, max_shared),
-            (x4, gy4), (x4.size, gy4.size), grad,
-        )  # fmt: skip
-
-    fitting = () if not _autotune.enabled() else tuple(
-        t for t in tiles if _grad_weight_wgmma_plan(geometry, dtype, "int", multiprocessors, t, max_shared)
-    )
-    launch(_pick("grad_weight_wgmma", (dtype, geometry), fitting, heuristic, launch))
-    return True
-
-
 # grad_weight_overlap (grad_weight_overlap.cu, perf notes v33) takes the
 # 16-bit grad_weight of the problems grad_input_overlap takes (stride 8, 9
 # to 16 taps, dilation 1, one group, 1D) on compute capability 9.0: grad_output's
@@ -1952,18 +1408,18 @@ def _grad_weight_wgmma(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
 # grad_weight_multicast (below); its float build is gone (perf notes v57).
 
 
-def _grad_weight_overlap_copy(geometry: Geometry, dtype: str, gy4, x4) -> int:
+def _grad_weight_overlap_copy(geometry: Geometry, dtype: str, gy_offset: int, x_offset: int) -> int:
     """The kernel's grad_output copy size (16 or 8 bytes; float32: grad_weight_multicast's rule, 16), or 0 where it does not apply."""
     itemsize = 4 if dtype == "float32" else 2
     if not (
         (dtype in _kernels.OVERLAP_DTYPES or dtype == "float32") and _kernels._is_1d(geometry) and geometry.groups == 1
         and geometry.stride[1] == 8 and geometry.dilation[1] == 1 and 8 < geometry.kernel[1] <= 16
-        and geometry.in_size[1] * itemsize % 16 == 0 and x4.data.ptr % 16 == 0
+        and geometry.in_size[1] * itemsize % 16 == 0 and x_offset % 16 == 0
     ):  # fmt: skip
         return 0
     for copy in (16,) if dtype == "float32" else _kernels.GRAD_WEIGHT_OVERLAP_COPIES:
         unit = copy // itemsize
-        if geometry.padding[1] % unit == 0 and geometry.out_size[1] % unit == 0 and gy4.data.ptr % copy == 0:
+        if geometry.padding[1] % unit == 0 and geometry.out_size[1] % unit == 0 and gy_offset % copy == 0:
             return copy
     return 0
 
@@ -2051,44 +1507,6 @@ def _round_tf32_copy_plan(count: int) -> _Launch:
     return _Launch("grad_weight_overlap.cu", _kernels.ROUND_TF32_COPY, blocks, _kernels.PACK_THREADS, (_i64(count),))
 
 
-def _grad_weight_multicast(gy4, x4, grad, geometry: Geometry) -> bool:
-    """Runs a float grad_weight that grad_weight_overlap's rule takes (its
-    16-byte copies: padding and grad_output's rows whole 16-byte quads, both
-    arrays 16-byte aligned) with grad_weight_multicast if it is routed and
-    applies: x rounded to TF32 into a copy, then the split reduction; False
-    if not."""
-    if not _S().use_grad_weight_multicast or _kernels.GRAD_WEIGHT_MULTICAST_SHARED > _max_shared():
-        return False
-    multiprocessors = _multiprocessors()
-    if _grad_weight_multicast_plan(geometry, "int", multiprocessors) is None:
-        return False
-    rounded = cupy.empty(x4.shape, dtype=x4.dtype)
-    _launch(_round_tf32_copy_plan(x4.size), (x4, rounded))
-    _run_split_reduction(
-        lambda index: _grad_weight_multicast_plan(geometry, index, multiprocessors), (rounded, gy4), (x4.size, gy4.size), grad,
-        numpy.float32,  # float sums, the same values as doubles
-    )
-    return True
-
-
-def _grad_weight_overlap(gy4, x4, grad, geometry: Geometry, dtype: str) -> bool:
-    """Runs grad_weight with grad_weight_overlap (float: grad_weight_multicast
-    where routed) if it is routed and applies; False if not."""
-    if not _S().use_grad_weight_overlap or _compute_capability() != 90:
-        return False
-    copy = _grad_weight_overlap_copy(geometry, dtype, gy4, x4)
-    if dtype == "float32":
-        return bool(copy) and _grad_weight_multicast(gy4, x4, grad, geometry)
-    if not copy or _kernels.GRAD_WEIGHT_OVERLAP_SHARED > _max_shared():
-        return False
-    multiprocessors = _multiprocessors()
-    _run_split_reduction(
-        lambda index: _grad_weight_overlap_plan(geometry, dtype, index, multiprocessors, copy), (x4, gy4), (x4.size, gy4.size), grad,
-        numpy.float32,  # its partials are float sums: stored as floats, half the bytes of doubles, the same values
-    )
-    return True
-
-
 # grad_weight_wgmma_tf32 takes float32 1D grad_weight in both tensor-core
 # modes on compute capability 9.0 where it applies and a group has at least
 # _S().grad_weight_tf32_min_channels input and output channels (its block is 128
@@ -2131,23 +1549,6 @@ def _grad_weight_tf32_plan(geometry: Geometry, index: str, passes: int, multipro
     partial = _Launch("grad_weight_tf32.cu", name, _blocks_for(independent * splits), _kernels.WGMMA_THREADS, scalars, layout.shared)
     count = math.prod(geometry.weight_shape4)
     return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan("float32", count, splits, multiprocessors)
-
-
-def _grad_weight_tf32(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int) -> bool:
-    """Runs grad_weight with grad_weight_wgmma_tf32 if it is routed; False if not."""
-    if not _S().use_grad_weight_tf32 or dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_TF32_PASSES or _compute_capability() != 90:
-        return False
-    if gy4.size < _S().window_min_output or x4.data.ptr % 16 or gy4.data.ptr % 16:
-        return False
-    if min(geometry.in_channels_per_group, geometry.out_channels_per_group) < _S().grad_weight_tf32_min_channels:
-        return False
-    multiprocessors, max_shared = _multiprocessors(), _max_shared()
-    if _grad_weight_tf32_plan(geometry, "int", passes, multiprocessors, max_shared) is None:
-        return False
-    _run_split_reduction(
-        lambda index: _grad_weight_tf32_plan(geometry, index, passes, multiprocessors, max_shared), (x4, gy4), (x4.size, gy4.size), grad
-    )
-    return True
 
 
 # grad_weight_phase takes float32 1D grad_weight on tensor cores where every
@@ -2198,25 +1599,6 @@ def _grad_weight_phase_plan(geometry: Geometry, index: str, passes: int, multipr
     return partial, (splits,) + geometry.weight_shape4, _sum_splits_plan("float32", count, splits, multiprocessors)
 
 
-def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: int) -> bool:
-    """Runs grad_weight with grad_weight_phase if it is routed; False if not."""
-    if not _S().use_grad_weight_phase or dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_PHASE_PASSES:
-        return False
-    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
-    tiles = -(-channels // _kernels.GRAD_WEIGHT_PHASE_CHANNELS) * -(-out_channels // _kernels.GRAD_WEIGHT_PHASE_COLUMNS)
-    if _S().use_grad_weight_phase != "anywhere" and (
-        gy4.size < _S().window_min_output or min(channels, out_channels) < _S().grad_weight_phase_min_channels or tiles > (_S().grad_weight_phase_max_tiles_tf32 if passes == 1 else _S().grad_weight_phase_max_tiles_3xtf32)
-    ):
-        return False
-    multiprocessors, max_shared = _multiprocessors(), _max_shared()
-    if _grad_weight_phase_plan(geometry, "int", passes, multiprocessors, max_shared) is None:
-        return False
-    _run_split_reduction(
-        lambda index: _grad_weight_phase_plan(geometry, index, passes, multiprocessors, max_shared), (x4, gy4, None, None), (x4.size, gy4.size), grad
-    )
-    return True
-
-
 # Where both gradients would run the phase kernels (grad_input_phase and
 # grad_weight_phase) and a group fits one tile of each (32 input channels, 64
 # output channels, up to 3 taps), one launch of grad_weight_phase's GX build
@@ -2228,69 +1610,6 @@ def _grad_weight_phase(gy4, x4, grad, geometry: Geometry, dtype: str, passes: in
 # multiprocessor, half of them on each GEMM in step, gained nothing or lost
 # (perf notes v35).  False runs the two kernels; "anywhere" lifts the size,
 # channel, mode and stride rules (tests).
-
-
-def _grad_phase_fused(gy4, x, weight, geometry: Geometry, precision: str, out):
-    """(grad_input, grad_weight) from grad_weight_phase's GX build where it is
-    routed, else None (nothing launched)."""
-    dtype = _geometry.dtype_name(gy4.dtype)
-    if not (_S().use_grad_phase_fused and _S().use_grad_input_phase and _S().use_grad_weight_phase) or dtype != "float32":
-        return None
-    passes = _passes(dtype, precision, geometry, "grad_input")
-    if passes not in _kernels.GRAD_WEIGHT_PHASE_PASSES or passes != _passes(dtype, precision, geometry, "grad_weight"):
-        return None
-    if geometry.batch * geometry.in_size[0] * geometry.in_size[1] == 0:
-        return None
-    channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
-    if _S().use_grad_phase_fused != "anywhere" and (
-        passes != 1 or geometry.stride[1] == 1 or gy4.size < _S().window_min_output or min(channels, out_channels) < _S().grad_weight_phase_min_channels
-    ):
-        return None
-    multiprocessors, max_shared = _multiprocessors(), _max_shared()
-    if _grad_weight_phase_plan(geometry, "int", passes, multiprocessors, max_shared, True) is None:
-        return None
-    grad4 = _output(out[0], geometry.input_shape4, gy4.dtype)
-    if grad4.data.ptr % 8:  # float2 stores
-        return None
-    x4, weight = _contiguous4(x, geometry.input_shape4), cupy.ascontiguousarray(weight)
-    grad = _output(out[1], geometry.weight_shape4, gy4.dtype)
-    _run_split_reduction(
-        lambda index: _grad_weight_phase_plan(geometry, index, passes, multiprocessors, max_shared, True),
-        (x4, gy4, weight, grad4),
-        (x4.size, gy4.size, grad4.size, weight.size),
-        grad,
-    )
-    return grad4.reshape(geometry.user_shape(geometry.input_shape4)), grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
-
-
-def _grad_weight(gy4, x4, geometry: Geometry, precision: str, out=None):
-    """Tensor cores (one product per pair, float sums within a split) where the
-    forward pass uses them too -- grad_weight_wgmma_tf32 (3xTF32),
-    grad_weight_overlap, grad_weight_taps, grad_weight_wgmma, grad_weight_window,
-    grad_weight_wgmma_tf32 (TF32) or grad_weight_phase where they apply,
-    else grad_weight_mma; else CUDA cores with double sums."""
-    dtype = _geometry.dtype_name(gy4.dtype)
-    passes = _passes(dtype, precision, geometry, "grad_weight")
-    grad = _output(out, geometry.weight_shape4, gy4.dtype)
-    if grad.size and not (
-        (passes == 3 and _grad_weight_tf32(gy4, x4, grad, geometry, dtype, passes))
-        or (passes == 1 and _grad_weight_overlap(gy4, x4, grad, geometry, dtype))
-        or (passes and _grad_weight_taps(gy4, x4, grad, geometry, dtype, passes))
-        or (passes == 1 and (_grad_weight_wgmma(gy4, x4, grad, geometry, dtype) or _grad_weight_window(gy4, x4, grad, geometry, dtype)))
-        or (passes == 1 and _grad_weight_tf32(gy4, x4, grad, geometry, dtype, passes))
-        or (passes and _grad_weight_phase(gy4, x4, grad, geometry, dtype, passes))
-    ):
-        multiprocessors = _multiprocessors()
-
-        def launch(tile):
-            _run_split_reduction(
-                lambda index: _grad_weight_plan(geometry, dtype, index, multiprocessors, passes, tile), (x4, gy4), (x4.size, gy4.size), grad
-            )
-
-        heuristic = _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GRAD_WEIGHT_TILES, geometry.in_channels_per_group)
-        candidates = (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GRAD_WEIGHT_TILES
-        launch(_pick("grad_weight", (dtype, passes, geometry), candidates, heuristic, launch))
-    return grad.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -2307,11 +1626,1114 @@ def _grad_bias_plan(s, geometry: Geometry, dtype: str, multiprocessors: int):
     return partial, (splits, channels), _sum_splits_plan(dtype, channels, splits, multiprocessors)
 
 
-def _grad_bias(gy4, geometry: Geometry, out=None):
-    grad = _output(out, (geometry.out_channels,), gy4.dtype)
-    if grad.size:  # (an empty batch never comes here: _empty_batch_backward)
-        partial, workspace_shape, finish = _grad_bias_plan(_S(), geometry, _geometry.dtype_name(gy4.dtype), _multiprocessors())
-        workspace = cupy.empty(workspace_shape, dtype=numpy.float64)
-        _launch(partial, (gy4, workspace))
-        _launch(finish, (workspace, grad))
-    return grad
+def _backward(grad_output, x, weight, geometry: Geometry, output_mask, precision: str, out):
+    """backward's checked path, on grad_output's device: the joint families
+    (both gradients in one pass) where one takes the call, then grad_weight,
+    grad_input and grad_bias each from its own priority list."""
+    want_input, want_weight, want_bias = output_mask
+    if not geometry.batch:  # an empty batch: sums over nothing, and no kernel grid to launch
+        return _empty_batch_backward(geometry, grad_output.dtype, output_mask, out)
+    gy4 = _contiguous4(grad_output, geometry.output_shape4)
+    dtype = _geometry.dtype_name(gy4.dtype)
+    weight = cupy.ascontiguousarray(weight)
+    x4 = None
+    grad_input = _output(out[0], geometry.input_shape4, gy4.dtype) if want_input else None
+    grad_weight = _output(out[1], geometry.weight_shape4, gy4.dtype) if want_weight else None
+    if want_input or want_weight:
+        x4 = _contiguous4(x, geometry.input_shape4)
+        p = _problem(
+            "backward", geometry, dtype, precision,
+            (("grad_output", gy4), ("x", x4), ("weight", weight), ("grad_input", grad_input), ("grad_weight", grad_weight)),
+            (want_input, want_weight),
+        )  # fmt: skip
+        family = _choose(p, _S())
+        if family is not None:
+            _run(family.plan(p, None), {"grad_output": gy4, "x": x4, "weight": weight, "grad_input": grad_input, "grad_weight": grad_weight})
+            want_input = want_weight = False
+    # grad_weight first: its main kernel needs nothing made in the call, so the
+    # GPU starts on it at once, and grad_input's weight pack and launches are
+    # queued while it runs
+    if want_weight and grad_weight.size:
+        p = _problem("grad_weight", geometry, dtype, precision, (("x", x4), ("grad_output", gy4), ("out", grad_weight)))
+        _run_pass(p, {"x": x4, "grad_output": gy4, "out": grad_weight})
+    if want_input and grad_input.size:
+        p = _problem("grad_input", geometry, dtype, precision, (("source", gy4), ("weight", weight), ("out", grad_input)))
+        _run_pass(p, {"source": gy4, "weight": weight, "out": grad_input})
+    grad_bias = None
+    if want_bias:
+        grad_bias = _output(out[2], (geometry.out_channels,), gy4.dtype)
+        if grad_bias.size:  # (an empty batch never comes here: _empty_batch_backward)
+            p = _problem("grad_bias", geometry, dtype, precision, (("grad_output", gy4), ("out", grad_bias)))
+            _run_pass(p, {"grad_output": gy4, "out": grad_bias})
+    if grad_input is not None:
+        grad_input = grad_input.reshape(geometry.user_shape(geometry.input_shape4))
+    if grad_weight is not None:
+        grad_weight = grad_weight.reshape(geometry.user_shape(geometry.weight_shape4, is_weight=True))
+    return grad_input, grad_weight, grad_bias
+
+
+# --- the kernel families (cupyconv._plan.Family), in the order of the routing
+# rules above.  Each family's reject() holds every condition of its rule;
+# plan() builds the launches of its runner, each array by its role: the
+# pass's "source" (forward: x; grad_input: grad_output), "weight", "bias",
+# "out", or for grad_weight "x" and "grad_output"; temporaries "t<k>".
+
+
+def _size(shape4) -> int:
+    return math.prod(shape4)
+
+
+def _pass_shapes(p: Problem):
+    """(source shape, output shape) of a forward or grad_input problem."""
+    g = p.geometry
+    return (g.input_shape4, g.output_shape4) if p.op == "forward" else (g.output_shape4, g.input_shape4)
+
+
+def _gemm_index(p: Problem) -> str:
+    source4, out4 = _pass_shapes(p)
+    return _index_type(_size(source4), _size(out4), _size(p.geometry.weight_shape4))
+
+
+def _problem_passes(p: Problem) -> int:
+    return _passes(p.dtype, p.precision, p.geometry, p.op)
+
+
+def _weight_dtype(p: Problem):
+    return _DTYPES[p.dtype]
+
+
+def _window_weight_steps(p: Problem, pass_name: str, dtype: str, fold: bool = True, round_tf32: bool = False, split: bool = False):
+    """(steps, buffers) of _window_weight: the packed weight into t0."""
+    split = split and dtype == "float32"
+    plan, shape = _window_weight_plan(p.geometry, pass_name, dtype, fold, round_tf32 and dtype == "float32", split)
+    steps = (Step(plan, ("weight", "t0")),) if math.prod(shape) else ()
+    return steps, (Buffer(shape, _weight_dtype(p)),)
+
+
+def _split_steps(plan_for, inputs: tuple, sizes: tuple, workspace_dtype, first: int = 0):
+    """(steps, buffers) of _run_split_reduction: the partials into t<first>,
+    summed into "out"."""
+    partial, workspace_shape, finish = plan_for("int")
+    index = _index_type(*sizes, math.prod(workspace_shape))
+    if index != "int":
+        partial, workspace_shape, finish = plan_for(index)
+    t = f"t{first}"
+    return (Step(partial, inputs + (t,)), Step(finish, (t, "out"))), (Buffer(workspace_shape, numpy.dtype(workspace_dtype)),)
+
+
+_DTYPES = {}  # dtype name -> numpy dtype (ml_dtypes' for bfloat16), as the calls' arrays have it
+
+
+class ConvTiny(Family):
+    name, ops = "conv_tiny", ("forward",)
+
+    def reject(self, p):
+        out = p.output_size
+        s = _S()
+        if out >= min(s.small_forward_max_output, s.window_min_output, s.pack_min_output):
+            return "not a small call"
+        if not _tiny_routed(p.geometry, out):
+            return f"more than {s.tiny_max_output} outputs or {s.tiny_max_products} products an output"
+        return None
+
+    def plan(self, p, tile):
+        g = p.geometry
+        index = _index_type(_size(g.input_shape4), p.output_size, _size(g.weight_shape4))
+        return Plan(self.name, None, (Step(_tiny_plan(g, p.dtype, index), ("source", "weight", "bias", "out")),))
+
+
+class DepthwiseForward(Family):
+    name, ops = "depthwise_forward", ("forward",)
+
+    def reject(self, p):
+        return None if p.geometry.in_channels_per_group == 1 else "not depthwise (one input channel a group)"
+
+    def plan(self, p, tile):
+        g = p.geometry
+        launch, first_taps = _depthwise_plan(g, p.dtype, _gemm_index(p), p.device.multiprocessors)
+        return Plan(self.name, None, (Step(launch, ("source", "weight", "bias", "out", Table(first_taps))),))
+
+
+class GroupedForward(Family):
+    name, ops = "grouped_forward", ("forward",)
+
+    def reject(self, p):
+        return None if _grouped_forward_routed(p.geometry, p.dtype, p.precision) else "its rule (groups of few channels, large outputs) does not take it"
+
+    def plan(self, p, tile):
+        launch, taps = _grouped_forward_plan(p.geometry, p.dtype, _gemm_index(p))
+        return Plan(self.name, None, (Step(launch, ("source", "weight", "bias", "out", Table(taps))),))
+
+
+class ConvFold(Family):
+    name, ops = "conv_fold", ("forward",)
+
+    def _raw(self, p):
+        return _S().use_fold_raw_weight and p.geometry.kernel[1] == _kernels.FOLD_TAPS and p.aligned("weight", 16)
+
+    def _launches(self, p):
+        s = _S()
+        return _fold_plan(p.geometry, p.dtype, _gemm_index(p), s.fold_blocks or p.device.multiprocessors, p.device.max_shared, self._raw(p))
+
+    def reject(self, p):
+        if not _fold_applies(p.geometry, p.dtype):
+            return "not a 16-bit 1D stride-8 pass of 9 to 16 taps, dilation 1, one group, rows of whole 16-byte vectors"
+        if p.output_size < _S().window_min_output:
+            return "output below window_min_output"
+        if not p.aligned("source", 16):
+            return "input not 16-byte aligned"
+        if p.device.compute_capability != 90:
+            return "needs compute capability 9.0"
+        if self._launches(p) is None:
+            return "its weight tile does not fit in shared memory, or its counts pass 32 bits"
+        return None
+
+    def plan(self, p, tile):
+        launch, pack, packed_shape = self._launches(p)
+        if pack is None:
+            return Plan(self.name, "raw weight", (Step(launch, ("source", "weight", "bias", "out")),))
+        steps = (Step(pack, ("weight", "t0")), Step(launch, ("source", "t0", "bias", "out")))
+        return Plan(self.name, "packed weight", steps, (Buffer(packed_shape, _weight_dtype(p)),))
+
+
+class WindowFill(Family):
+    """conv_window's fill build in float32 "highest" (3xTF32)."""
+
+    name, ops = "conv_window_fill", ("forward",)
+
+    def reject(self, p):
+        s = _S()
+        if not (s.use_fill and s.use_window_fill):
+            return "off (use_fill, use_window_fill)"
+        if p.dtype != "float32" or _tensor_core_passes(p.dtype, p.precision) != _kernels.WINDOW_FILL_PASSES:
+            return "not float32 \"highest\" on tensor cores"
+        if p.output_size < s.window_min_output:
+            return "output below window_min_output"
+        if not p.aligned("source", 16):
+            return "input not 16-byte aligned"
+        if _kernels.fill_record(p.geometry, "forward") is None:
+            return "no fill (stride 2 and a dilation that is a multiple of it)"
+        if self._plan(p, self.heuristic(p)) is None:
+            return "does not fit"
+        return None
+
+    def _plan(self, p, tile):
+        return _window_plan(p.geometry, "forward", p.dtype, _gemm_index(p), tile, p.device.max_shared, _kernels.WINDOW_FILL_PASSES, True)
+
+    def heuristic(self, p):
+        return _kernels.pick_tile(_kernels.WINDOW_TILES, _gemm_rows(p.geometry, "forward"))
+
+    def tiles(self, p):
+        return tuple(t for t in _kernels.WINDOW_TUNE_TILES if self._plan(p, t))
+
+    def tune_key(self, p):
+        return "conv_window", (p.dtype, _kernels.WINDOW_FILL_PASSES, "forward", _gemm_index(p), p.geometry, "fill")
+
+    def plan(self, p, tile):
+        steps, buffers = _window_weight_steps(p, "forward", p.dtype, fold=False)
+        launch, flat = self._plan(p, tile)
+        return Plan(self.name, tile, steps + (Step(launch, ("source", "t0", "bias", "out", Table(flat))),), buffers)
+
+
+class ConvDirect(Family):
+    name, ops = "conv_direct", ("forward",)
+
+    def reject(self, p):
+        if p.output_size < _S().direct_min_output:
+            return "output below direct_min_output"
+        limit = _direct_limit(p.geometry, p.dtype, p.precision)
+        if _products_per_output(p.geometry, "forward") > limit:
+            return f"more than {limit} products an output"
+        if self._plan(p, self.heuristic(p)) is None:
+            return "does not fit"
+        return None
+
+    def _plan(self, p, tile):
+        return _direct_plan(p.geometry, p.dtype, _gemm_index(p), tile, p.device.max_shared, p.device.multiprocessors)
+
+    def heuristic(self, p):
+        return _kernels.direct_heuristic(p.geometry.out_channels_per_group)
+
+    def tiles(self, p):
+        return tuple(t for t in _kernels.DIRECT_TILES if self._plan(p, t))
+
+    def tune_key(self, p):
+        return "conv_direct", (p.dtype, _gemm_index(p), p.geometry)
+
+    def plan(self, p, tile):
+        pack, shape = _direct_weight_plan(p.geometry, p.dtype, tile.bm)
+        steps = (Step(pack, ("weight", "t0")),) if math.prod(shape) else ()
+        buffers = (Buffer(shape, numpy.dtype(numpy.float64 if p.dtype == "float64" else numpy.float32)),)
+        return Plan(self.name, tile, steps + (Step(self._plan(p, tile), ("source", "t0", "bias", "out")),), buffers)
+
+
+class _WindowGroup(Family):
+    """The 1D window kernels' common rule (_window): a tensor-core pass of a
+    dtype they take, an output of window_min_output or more, a 16-byte
+    aligned source."""
+
+    ops = ("forward", "grad_input")
+
+    def window_reject(self, p):
+        passes = _problem_passes(p)
+        if not passes or p.dtype not in _kernels.WINDOW_DTYPES:
+            return "not on tensor cores"
+        if p.output_size < _S().window_min_output:
+            return "output below window_min_output"
+        if not p.aligned("source", 16):
+            return "source not 16-byte aligned"
+        return None
+
+    @staticmethod
+    def rows(p):
+        return _gemm_rows(p.geometry, p.op) * (_kernels.window_records(p.geometry, p.op) or (None, 1))[1]
+
+    @staticmethod
+    def bias(p):
+        return "bias" if p.op == "forward" else None
+
+
+class ConvTf32Stream(_WindowGroup):
+    name, ops = "conv_tf32_stream", ("forward",)
+
+    def _plans(self, p):
+        index = _index_type(_size(p.geometry.input_shape4), p.output_size)  # (the weight's offsets are 32-bit)
+        plan = _conv_tf32_stream_plan(p.geometry, index, _problem_passes(p), p.device.multiprocessors, p.device.max_shared)
+        return index, plan
+
+    def reject(self, p):
+        reason = self.window_reject(p)
+        if reason:
+            return reason
+        if p.dtype != "float32" or p.device.compute_capability != 90:
+            return "float32 on compute capability 9.0 only"
+        if not _S().use_conv_tf32_stream:
+            return "off (use_conv_tf32_stream)"
+        _, plan = self._plans(p)
+        if plan is None:
+            return "not one folded record it takes, or does not fit"
+        if plan[2] and _S().use_conv_tf32_stream != "anywhere":
+            return "conv_wgmma_tf32's resident weight tile fits"
+        return None
+
+    def plan(self, p, tile):
+        passes = _problem_passes(p)
+        index, plan = self._plans(p)
+        multicast = None
+        if passes == 1 and _S().use_conv_tf32_multicast:
+            multicast = _conv_tf32_multicast_plan(p.geometry, index, p.device.multiprocessors, p.device.max_shared)
+        steps, buffers = _window_weight_steps(p, "forward", "float32", round_tf32=True, split=passes == 3)
+        main = Step(multicast or plan[0], ("source", "t0", "bias", "out"))
+        return Plan(self.name, "multicast" if multicast else None, steps + (main,), buffers)
+
+
+class _Hopper(_WindowGroup):
+    """conv_wgmma_tf32, conv_wgmma_split, conv_wgmma_resident and conv_wgmma:
+    one product a pair on compute capability 9.0 (use_wgmma)."""
+
+    def hopper_reject(self, p):
+        reason = self.window_reject(p)
+        if reason:
+            return reason
+        if not _S().use_wgmma or _problem_passes(p) != 1 or p.device.compute_capability != 90:
+            return "not one product a pair on compute capability 9.0 (use_wgmma)"
+        return None
+
+
+class ConvTf32(_Hopper):
+    name = "conv_wgmma_tf32"
+
+    def _plan(self, p):
+        return _conv_tf32_plan(p.geometry, p.op, _gemm_index(p), p.device.multiprocessors, p.device.max_shared)
+
+    def reject(self, p):
+        reason = self.hopper_reject(p)
+        if reason:
+            return reason
+        if p.dtype != "float32":
+            return "float32 (\"tf32\") only"
+        if not _S().use_conv_tf32:
+            return "off (use_conv_tf32)"
+        if self._plan(p) is None:
+            return "not one stride-1 or folded record with a build for its taps, or does not fit"
+        if _S().use_conv_tf32 != "anywhere":
+            g = p.geometry
+            fold = (_kernels.window_records(g, p.op) or (None, 1))[1]
+            rows = g.out_channels_per_group if p.op == "forward" else g.in_channels_per_group
+            if (fold == 1 and rows <= _S().conv_tf32_min_rows) or 1 < fold < _S().conv_tf32_min_fold:
+                return "too few rows (conv_tf32_min_rows) or too small a fold (conv_tf32_min_fold)"
+        return None
+
+    def plan(self, p, tile):
+        steps, buffers = _window_weight_steps(p, p.op, "float32", round_tf32=True)
+        return Plan(self.name, None, steps + (Step(self._plan(p)[0], ("source", "t0", self.bias(p), "out")),), buffers)
+
+
+@functools.lru_cache(maxsize=1024)
+def _resident_choice(p: Problem, s):
+    """conv_wgmma_resident's decision (_resident): ("fill" | "plain" |
+    "split", heuristic tile), or (None, reason)."""
+    g, pass_name, dtype = p.geometry, p.op, p.dtype
+    index, max_shared, multiprocessors = _gemm_index(p), p.device.max_shared, p.device.multiprocessors
+    fill = s.use_fill and _kernels.fill_record(g, pass_name) is not None
+    if fill:
+        heuristic = _resident_heuristic(g, pass_name, dtype, index, _gemm_rows(g, pass_name), max_shared, multiprocessors, True)
+        fill = heuristic is not None and (s.use_resident_anywhere or _resident_routed(s, g, pass_name, dtype, heuristic, True))
+    if fill:
+        return "fill", heuristic
+    heuristic = _resident_heuristic(g, pass_name, dtype, index, _WindowGroup.rows(p), max_shared, multiprocessors)
+    if heuristic is None:
+        return None, "no tile fits"
+    if not (s.use_resident_anywhere or _resident_routed(s, g, pass_name, dtype, heuristic)):
+        return None, "not one stride-1 phase whose rows fit its row tiles"
+    if s.use_split and heuristic == _kernels.SPLIT_TILE:
+        split = _resident_plan(g, pass_name, dtype, index, heuristic, max_shared, multiprocessors, split=True)
+        if split is not None:
+            return "split", heuristic
+    return "plain", heuristic
+
+
+class ConvWgmmaSplit(_Hopper):
+    name = "conv_wgmma_split"
+
+    def reject(self, p):
+        reason = self.hopper_reject(p)
+        if reason:
+            return reason
+        if not _S().use_resident:
+            return "off (use_resident)"
+        kind, detail = _resident_choice(p, _S())
+        if kind != "split":
+            return detail if kind is None else f"conv_wgmma_resident's {kind} build takes it"
+        return None
+
+    def plan(self, p, tile):
+        _, heuristic = _resident_choice(p, _S())
+        steps, buffers = _window_weight_steps(p, p.op, p.dtype, fold=True, round_tf32=True)
+        launch, flat = _resident_plan(p.geometry, p.op, p.dtype, _gemm_index(p), heuristic, p.device.max_shared, p.device.multiprocessors, split=True)
+        return Plan(self.name, heuristic, steps + (Step(launch, ("source", "t0", self.bias(p), "out", Table(flat))),), buffers)
+
+
+class ConvWgmmaResident(_Hopper):
+    name = "conv_wgmma_resident"
+
+    def reject(self, p):
+        reason = self.hopper_reject(p)
+        if reason:
+            return reason
+        if not _S().use_resident:
+            return "off (use_resident)"
+        kind, detail = _resident_choice(p, _S())
+        if kind is None:
+            return detail
+        if kind == "split":
+            return "conv_wgmma_split takes it"
+        return None
+
+    def _fill(self, p):
+        return _resident_choice(p, _S())[0] == "fill"
+
+    def _plan(self, p, tile):
+        return _resident_plan(p.geometry, p.op, p.dtype, _gemm_index(p), tile, p.device.max_shared, p.device.multiprocessors, self._fill(p))
+
+    def heuristic(self, p):
+        return _resident_choice(p, _S())[1]
+
+    def tiles(self, p):
+        return tuple(t for t in _kernels.WGMMA_TILES if self._plan(p, t))
+
+    def tune_key(self, p):
+        return "conv_wgmma_resident", (p.dtype, p.op, _gemm_index(p), p.geometry) + (("fill",) if self._fill(p) else ())
+
+    def plan(self, p, tile):
+        fill = self._fill(p)
+        steps, buffers = _window_weight_steps(p, p.op, p.dtype, fold=not fill, round_tf32=True)
+        launch, flat = self._plan(p, tile)
+        return Plan(self.name, (tile, "fill") if fill else tile, steps + (Step(launch, ("source", "t0", self.bias(p), "out", Table(flat))),), buffers)
+
+
+class ConvWgmma(_Hopper):
+    name = "conv_wgmma"
+
+    def _plan(self, p, tile):
+        return _wgmma_plan(p.geometry, p.op, p.dtype, _gemm_index(p), tile, p.device.max_shared)
+
+    def reject(self, p):
+        reason = self.hopper_reject(p)
+        if reason:
+            return reason
+        rows = self.rows(p)
+        if rows > _S().wgmma_max_rows:
+            return f"{rows} GEMM rows, more than wgmma_max_rows"
+        if self._plan(p, self.heuristic(p)) is None:
+            return "does not fit"
+        taps, slices = _wgmma_work(p.geometry, p.op, p.dtype)
+        if slices > 1 and taps < _S().wgmma_min_taps:
+            return "several channel slices of fewer than wgmma_min_taps taps"
+        return None
+
+    def heuristic(self, p):
+        return _kernels.wgmma_heuristic(self.rows(p))
+
+    def tiles(self, p):
+        return tuple(t for t in _kernels.WGMMA_TILES if self._plan(p, t))
+
+    def tune_key(self, p):
+        return "conv_wgmma", (p.dtype, p.op, _gemm_index(p), p.geometry)
+
+    def plan(self, p, tile):
+        steps, buffers = _window_weight_steps(p, p.op, p.dtype, round_tf32=True)
+        launch, flat = self._plan(p, tile)
+        return Plan(self.name, tile, steps + (Step(launch, ("source", "t0", self.bias(p), "out", Table(flat))),), buffers)
+
+
+class ConvWgmmaX3(_WindowGroup):
+    name = "conv_wgmma_x3"
+
+    def _plan(self, p, tile):
+        return _wgmma_plan(p.geometry, p.op, "float32", _gemm_index(p), tile, p.device.max_shared, 3)
+
+    def reject(self, p):
+        reason = self.window_reject(p)
+        if reason:
+            return reason
+        s = _S()
+        if not s.use_wgmma_x3 or _problem_passes(p) != 3 or p.device.compute_capability != 90:
+            return "not 3xTF32 on compute capability 9.0 (use_wgmma_x3)"
+        rows = self.rows(p)
+        if not (s.wgmma_x3_min_rows <= rows <= s.wgmma_x3_max_rows or s.use_wgmma_x3_anywhere):
+            return f"{rows} GEMM rows, outside wgmma_x3_min_rows to wgmma_x3_max_rows"
+        if self.heuristic(p) is None:
+            return "does not fit"
+        return None
+
+    def heuristic(self, p):
+        return next((t for t in WGMMA_X3_TILES if self._plan(p, t)), None)
+
+    def tiles(self, p):
+        return tuple(t for t in _kernels.WGMMA_TILES if self._plan(p, t))
+
+    def tune_key(self, p):
+        return "conv_wgmma_x3", (p.op, _gemm_index(p), p.geometry)
+
+    def plan(self, p, tile):
+        steps, buffers = _window_weight_steps(p, p.op, "float32", split=True)
+        launch, flat = self._plan(p, tile)
+        return Plan(self.name, tile, steps + (Step(launch, ("source", "t0", self.bias(p), "out", Table(flat))),), buffers)
+
+
+class ConvWindow(_WindowGroup):
+    name = "conv_window"
+
+    def _plan(self, p, tile):
+        return _window_plan(p.geometry, p.op, p.dtype, _gemm_index(p), tile, p.device.max_shared, _problem_passes(p))
+
+    def reject(self, p):
+        reason = self.window_reject(p)
+        if reason:
+            return reason
+        if self._plan(p, self.heuristic(p)) is None:
+            return "not 1D, grad_input with a stride, too few rows, rows of part vectors, or does not fit"
+        return None
+
+    def heuristic(self, p):
+        return _kernels.pick_tile(_kernels.WINDOW_TILES, self.rows(p))
+
+    def tiles(self, p):
+        return tuple(t for t in _kernels.WINDOW_TUNE_TILES if self._plan(p, t))
+
+    def tune_key(self, p):
+        return "conv_window", (p.dtype, _problem_passes(p), p.op, _gemm_index(p), p.geometry)
+
+    def plan(self, p, tile):
+        passes = _problem_passes(p)
+        steps, buffers = _window_weight_steps(p, p.op, p.dtype, round_tf32=passes == 1)  # TF32: conv_window takes A as packed
+        launch, flat = self._plan(p, tile)
+        return Plan(self.name, tile, steps + (Step(launch, ("source", "t0", self.bias(p), "out", Table(flat))),), buffers)
+
+
+class ConvGemm(Family):
+    """conv_mma (tensor cores) or conv_gemm (CUDA cores): every forward pass and grad_input."""
+
+    ops = ("forward", "grad_input")
+
+    def __init__(self, tensor_cores: bool):
+        self.tensor_cores = tensor_cores
+        self.name = "conv_mma" if tensor_cores else "conv_gemm"
+
+    def reject(self, p):
+        if bool(_problem_passes(p)) != self.tensor_cores:
+            return "on CUDA cores" if self.tensor_cores else "on tensor cores"
+        return None
+
+    def _packed(self, p):
+        return _packs_weight(p.geometry, p.op, p.output_size)
+
+    def heuristic(self, p):
+        return _gemm_heuristic(p.geometry, p.op, _problem_passes(p))
+
+    def tiles(self, p):
+        passes = _problem_passes(p)
+        return (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GEMM_TUNE_TILES
+
+    def tune_key(self, p):
+        return self.name, (p.dtype, p.op, _gemm_index(p), _problem_passes(p), self._packed(p), p.geometry)
+
+    def plan(self, p, tile):
+        packed = self._packed(p)
+        launch, flat = _gemm_plan(p.geometry, p.op, p.dtype, _gemm_index(p), _problem_passes(p), packed, tile)
+        bias = "bias" if p.op == "forward" else None
+        if not packed:
+            return Plan(self.name, tile, (Step(launch, ("source", "weight", bias, "out", Table(flat))),))
+        g = p.geometry
+        shape = _kernels.pack_gemm_weight(numpy.empty(g.weight_shape4[:2] + (g.kernel[0] * g.kernel[1],), numpy.uint8), g, p.op).shape
+        steps = (Copy("weight", "t0", g, p.op), Step(launch, ("source", "t0", bias, "out", Table(flat))))
+        return Plan(self.name, tile, steps, (Buffer(shape, _weight_dtype(p)),))
+
+
+class GradInputOverlap(Family):
+    """grad_input_overlap, and its float build grad_input_multicast."""
+
+    name, ops = "grad_input_overlap", ("grad_input",)
+
+    def _multicast(self, p):
+        if p.dtype == "float32" and _S().use_grad_input_multicast and _kernels.GRAD_INPUT_MULTICAST_SHARED <= p.device.max_shared:
+            return _grad_input_multicast_plan(p.geometry, _gemm_index(p), p.device.multiprocessors)
+        return None
+
+    def reject(self, p):
+        if not _S().use_grad_input_overlap or p.device.compute_capability != 90:
+            return "off (use_grad_input_overlap) or not compute capability 9.0"
+        offsets = dict(p.alignment)
+        if not _grad_input_overlap_applies(p.geometry, p.dtype, offsets["source"], offsets["out"], _problem_passes(p)):
+            return "not a 1D stride-8 pass of 9 to 16 taps it takes (16-bit, or float32 \"tf32\"), or misaligned"
+        if self._multicast(p) is None and _kernels.overlap_layout(p.dtype)[1] > p.device.max_shared:
+            return "does not fit in shared memory"
+        return None
+
+    def plan(self, p, tile):
+        multicast = self._multicast(p)
+        launch, pack, packed_shape = multicast or _grad_input_overlap_plan(p.geometry, p.dtype, _gemm_index(p))
+        steps = (Step(pack, ("weight", "t0")), Step(launch, ("source", "t0", "out")))
+        return Plan("grad_input_multicast" if multicast else self.name, None, steps, (Buffer(packed_shape, _weight_dtype(p)),))
+
+
+class Taps(Family):
+    """grad_input_taps or grad_weight_taps (float: TF32, or 3xTF32)."""
+
+    def __init__(self, pass_name: str):
+        self.pass_name = pass_name
+        self.name, self.ops = f"{pass_name}_taps", (pass_name,)
+        self.inputs = ("source", "weight") if pass_name == "grad_input" else ("x", "grad_output")
+        self.vector_for, self.candidates = {
+            "grad_input": (_kernels.grad_input_taps_vector, _kernels.GRAD_INPUT_TAPS_TILES),
+            "grad_weight": (_kernels.grad_weight_taps_vector, _kernels.GRAD_WEIGHT_TAPS_TILES),
+        }[pass_name]
+
+    def reject(self, p):
+        passes = _problem_passes(p)
+        if not passes:
+            return "not on tensor cores"
+        vector = self.vector_for(p.geometry, p.dtype)
+        if vector is None:
+            return "not a strided 1D problem with contiguous taps it takes"
+        if _size(p.geometry.output_shape4) < _S().window_min_output:
+            return "grad_output below window_min_output"
+        if not all(p.aligned(role, vector) for role in self.inputs):
+            return f"inputs not {vector}-byte aligned"
+        return None
+
+    def heuristic(self, p):
+        return _kernels.pick_tile(self.candidates, p.geometry.in_channels_per_group)
+
+    def tiles(self, p):
+        return self.candidates
+
+    def tune_key(self, p):
+        return self.name, (p.dtype, _problem_passes(p), self.vector_for(p.geometry, p.dtype), p.geometry)
+
+    def plan(self, p, tile):
+        g, passes = p.geometry, _problem_passes(p)
+        vector = self.vector_for(g, p.dtype)
+        partial, workspace_shape, finish = _taps_plan(_S(), g, self.pass_name, p.dtype, "int", vector, p.device.multiprocessors, tile, passes)
+        sizes = (_size(g.output_shape4), _size(g.weight_shape4)) if self.pass_name == "grad_input" else (_size(g.input_shape4), _size(g.output_shape4))
+        index = _index_type(*sizes, p.output_size, math.prod(workspace_shape or (0,)))
+        if index != "int":
+            partial, workspace_shape, finish = _taps_plan(_S(), g, self.pass_name, p.dtype, index, vector, p.device.multiprocessors, tile, passes)
+        if finish is None:
+            return Plan(self.name, tile, (Step(partial, self.inputs + ("out", None)),))
+        steps = (Step(partial, self.inputs + (None, "t0")), Step(finish, ("t0", "out")))
+        return Plan(self.name, tile, steps, (Buffer(workspace_shape, numpy.dtype(numpy.float64)),))
+
+
+class GradInputPhase(Family):
+    name, ops = "grad_input_phase", ("grad_input",)
+
+    def _plan(self, p):
+        g = p.geometry
+        index = _index_type(_size(g.output_shape4), _size(g.weight_shape4), p.output_size)
+        return _grad_input_phase_plan(g, index, _problem_passes(p), p.device.max_shared)
+
+    def reject(self, p):
+        s, g = _S(), p.geometry
+        passes = _problem_passes(p)
+        if not passes:
+            return "not on tensor cores"
+        if not s.use_grad_input_phase or p.dtype != "float32" or passes not in _kernels.GRAD_INPUT_PHASE_PASSES or not p.aligned("out", 8):
+            return "not float32 on tensor cores (use_grad_input_phase), or grad_input not 8-byte aligned"
+        if s.use_grad_input_phase != "anywhere" and (
+            _size(g.output_shape4) < s.window_min_output or (g.stride[1] == 1 and not _grad_input_phase_stride_one(g))
+        ):
+            return "grad_output below window_min_output, or stride 1 past its rule (grad_input_phase_stride_one)"
+        if self._plan(p) is None:
+            return "its taps do not land on one phase, or does not fit"
+        return None
+
+    def plan(self, p, tile):
+        return Plan(self.name, None, (Step(self._plan(p), ("source", "weight", "out")),))
+
+
+FORWARD = (
+    ConvTiny(), DepthwiseForward(), GroupedForward(), ConvFold(), WindowFill(), ConvDirect(),
+    ConvTf32Stream(), ConvTf32(), ConvWgmmaSplit(), ConvWgmmaResident(), ConvWgmma(), ConvWgmmaX3(), ConvWindow(),
+    ConvGemm(True), ConvGemm(False),
+)  # fmt: skip
+GRAD_INPUT = (
+    GradInputOverlap(), Taps("grad_input"), GradInputPhase(),
+    ConvTf32(), ConvWgmmaSplit(), ConvWgmmaResident(), ConvWgmma(), ConvWgmmaX3(), ConvWindow(),
+    ConvGemm(True), ConvGemm(False),
+)  # fmt: skip
+
+
+class _GradWeightFamily(Family):
+    ops = ("grad_weight",)
+    inputs = ("x", "grad_output")
+
+    def common_reject(self, p, dtypes=None, hopper=False, aligned=True):
+        g = p.geometry
+        if dtypes is not None and p.dtype not in dtypes:
+            return f"not {', '.join(dtypes)}"
+        if hopper and p.device.compute_capability != 90:
+            return "needs compute capability 9.0"
+        if _size(g.output_shape4) < _S().window_min_output:
+            return "grad_output below window_min_output"
+        if aligned and not (p.aligned("x", 16) and p.aligned("grad_output", 16)):
+            return "x or grad_output not 16-byte aligned"
+        return None
+
+    def sizes(self, p):
+        g = p.geometry
+        return _size(g.input_shape4), _size(g.output_shape4)
+
+
+class GradWeightTf32(_GradWeightFamily):
+    """grad_weight_wgmma_tf32, in one of its two places (3xTF32 first, TF32 later)."""
+
+    def __init__(self, passes: int):
+        self.passes = passes
+        self.name = "grad_weight_wgmma_tf32" + ("" if passes == 1 else " (3xTF32)")
+
+    def _plan_for(self, p):
+        return lambda index: _grad_weight_tf32_plan(p.geometry, index, self.passes, p.device.multiprocessors, p.device.max_shared)
+
+    def reject(self, p):
+        passes = _problem_passes(p)
+        if passes != self.passes:
+            return f"not {'TF32' if self.passes == 1 else '3xTF32'}"
+        if not _S().use_grad_weight_tf32 or p.dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_TF32_PASSES:
+            return "off (use_grad_weight_tf32), or not float32"
+        reason = self.common_reject(p, hopper=True)
+        if reason:
+            return reason
+        g = p.geometry
+        if min(g.in_channels_per_group, g.out_channels_per_group) < _S().grad_weight_tf32_min_channels:
+            return "fewer channels a group than grad_weight_tf32_min_channels"
+        if self._plan_for(p)("int") is None:
+            return "not 1D with a layout it takes, or does not fit"
+        return None
+
+    def plan(self, p, tile):
+        steps, buffers = _split_steps(self._plan_for(p), self.inputs, self.sizes(p), numpy.float64)
+        return Plan("grad_weight_wgmma_tf32", None, steps, buffers)
+
+
+class GradWeightOverlap(_GradWeightFamily):
+    """grad_weight_overlap (16-bit) and grad_weight_multicast (float32 "tf32")."""
+
+    name = "grad_weight_overlap"
+
+    def _copy(self, p):
+        offsets = dict(p.alignment)
+        return _grad_weight_overlap_copy(p.geometry, p.dtype, offsets["grad_output"], offsets["x"])
+
+    def reject(self, p):
+        if _problem_passes(p) != 1:
+            return "not one product a pair"
+        if not _S().use_grad_weight_overlap or p.device.compute_capability != 90:
+            return "off (use_grad_weight_overlap) or not compute capability 9.0"
+        if not self._copy(p):
+            return "not a 1D stride-8 problem of 9 to 16 taps it takes, or misaligned"
+        if p.dtype == "float32":
+            if not _S().use_grad_weight_multicast or _kernels.GRAD_WEIGHT_MULTICAST_SHARED > p.device.max_shared:
+                return "float32: grad_weight_multicast off or does not fit"
+            if _grad_weight_multicast_plan(p.geometry, "int", p.device.multiprocessors) is None:
+                return "float32: grad_weight_multicast's counts pass 32 bits"
+            return None
+        if _kernels.GRAD_WEIGHT_OVERLAP_SHARED > p.device.max_shared:
+            return "does not fit in shared memory"
+        return None
+
+    def plan(self, p, tile):
+        g, multiprocessors = p.geometry, p.device.multiprocessors
+        if p.dtype == "float32":
+            count = _size(g.input_shape4)
+            rounded = (Step(_round_tf32_copy_plan(count), ("x", "t0")),)
+            steps, buffers = _split_steps(
+                lambda index: _grad_weight_multicast_plan(g, index, multiprocessors), ("t0", "grad_output"), self.sizes(p), numpy.float32, first=1
+            )  # fmt: skip
+            return Plan("grad_weight_multicast", None, rounded + steps, (Buffer(g.input_shape4, numpy.dtype(numpy.float32)),) + buffers)
+        copy = self._copy(p)
+        steps, buffers = _split_steps(
+            lambda index: _grad_weight_overlap_plan(g, p.dtype, index, multiprocessors, copy), self.inputs, self.sizes(p), numpy.float32
+        )  # fmt: skip
+        return Plan(self.name, copy, steps, buffers)
+
+
+class GradWeightWgmma(_GradWeightFamily):
+    name = "grad_weight_wgmma"
+
+    def _plan(self, p, tile, index="int"):
+        return _grad_weight_wgmma_plan(p.geometry, p.dtype, index, p.device.multiprocessors, tile, p.device.max_shared)
+
+    def reject(self, p):
+        if _problem_passes(p) != 1:
+            return "not one product a pair"
+        if not _S().use_grad_weight_wgmma:
+            return "off (use_grad_weight_wgmma)"
+        reason = self.common_reject(p, _kernels.GRAD_WEIGHT_WGMMA_DTYPES, hopper=True)
+        if reason:
+            return reason
+        if self.heuristic(p) is None:
+            return "not a stride-1 1D problem it takes, or does not fit"
+        return None
+
+    def heuristic(self, p):
+        # the narrowest tile that covers the group's input channels (128 at
+        # most) where its taps do, then the narrower ones, widest first
+        tiles = _kernels.GRAD_WEIGHT_WGMMA_TILES
+        covering = [t for t in tiles if t.bn >= min(p.geometry.in_channels_per_group, tiles[-1].bn)]
+        order = covering + [t for t in tiles if t not in covering][::-1]
+        return next((t for t in order if self._plan(p, t)), None)
+
+    def tiles(self, p):
+        return tuple(t for t in _kernels.GRAD_WEIGHT_WGMMA_TILES if self._plan(p, t))
+
+    def tune_key(self, p):
+        return self.name, (p.dtype, p.geometry)
+
+    def plan(self, p, tile):
+        steps, buffers = _split_steps(lambda index: self._plan(p, tile, index), self.inputs, self.sizes(p), numpy.float64)
+        return Plan(self.name, tile, steps, buffers)
+
+
+class GradWeightWindow(_GradWeightFamily):
+    name = "grad_weight_window"
+
+    def _plan(self, p, tile, index="int"):
+        return _grad_weight_window_plan(p.geometry, p.dtype, index, p.device.multiprocessors, tile, p.device.max_shared)
+
+    def reject(self, p):
+        if _problem_passes(p) != 1:
+            return "not one product a pair"
+        reason = self.common_reject(p, _kernels.GRAD_WEIGHT_WINDOW_DTYPES)
+        if reason:
+            return reason
+        if self._plan(p, self.heuristic(p)) is None:
+            return "not a 1D problem with a power-of-two stride it takes, or does not fit"
+        return None
+
+    def heuristic(self, p):
+        g = p.geometry
+        # 8 taps per block where the kernel is long or strided, else 64 channels
+        return _kernels.GRAD_WEIGHT_WINDOW_TILES[0 if g.kernel[1] > 4 or g.stride[1] > 2 or g.in_channels_per_group <= 32 else 1]
+
+    def tiles(self, p):
+        return tuple(t for t in _kernels.GRAD_WEIGHT_WINDOW_TILES if self._plan(p, t))
+
+    def tune_key(self, p):
+        return self.name, (p.dtype, p.geometry)
+
+    def plan(self, p, tile):
+        x_size, gy_size = self.sizes(p)
+        # (a margin: the window's vector indices run up to window_rows + 8 past grad_output's last element)
+        steps, buffers = _split_steps(lambda index: self._plan(p, tile, index), self.inputs, (x_size, gy_size + (1 << 16)), numpy.float64)
+        return Plan(self.name, tile, steps, buffers)
+
+
+class GradWeightPhase(_GradWeightFamily):
+    name = "grad_weight_phase"
+
+    def _plan_for(self, p):
+        passes = _problem_passes(p)
+        return lambda index: _grad_weight_phase_plan(p.geometry, index, passes, p.device.multiprocessors, p.device.max_shared)
+
+    def reject(self, p):
+        s, g = _S(), p.geometry
+        passes = _problem_passes(p)
+        if not passes:
+            return "not on tensor cores"
+        if not s.use_grad_weight_phase or p.dtype != "float32" or passes not in _kernels.GRAD_WEIGHT_PHASE_PASSES:
+            return "off (use_grad_weight_phase), or not float32"
+        channels, out_channels = g.in_channels_per_group, g.out_channels_per_group
+        tiles = -(-channels // _kernels.GRAD_WEIGHT_PHASE_CHANNELS) * -(-out_channels // _kernels.GRAD_WEIGHT_PHASE_COLUMNS)
+        most = s.grad_weight_phase_max_tiles_tf32 if passes == 1 else s.grad_weight_phase_max_tiles_3xtf32
+        if s.use_grad_weight_phase != "anywhere" and (
+            _size(g.output_shape4) < s.window_min_output or min(channels, out_channels) < s.grad_weight_phase_min_channels or tiles > most
+        ):
+            return "grad_output below window_min_output, or channels outside its rule"
+        if self._plan_for(p)("int") is None:
+            return "its taps do not land on one phase, or does not fit"
+        return None
+
+    def plan(self, p, tile):
+        steps, buffers = _split_steps(self._plan_for(p), ("x", "grad_output", None, None), self.sizes(p), numpy.float64)
+        return Plan(self.name, None, steps, buffers)
+
+
+class GradWeightGemm(_GradWeightFamily):
+    """grad_weight_mma (tensor cores) or grad_weight_partial (CUDA cores): every grad_weight."""
+
+    def __init__(self, tensor_cores: bool):
+        self.tensor_cores = tensor_cores
+        self.name = "grad_weight_mma" if tensor_cores else "grad_weight_partial"
+
+    def reject(self, p):
+        if bool(_problem_passes(p)) != self.tensor_cores:
+            return "on CUDA cores" if self.tensor_cores else "on tensor cores"
+        return None
+
+    def heuristic(self, p):
+        return _kernels.pick_tile(_kernels.MMA_TILES if self.tensor_cores else _kernels.GRAD_WEIGHT_TILES, p.geometry.in_channels_per_group)
+
+    def tiles(self, p):
+        passes = _problem_passes(p)
+        return (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GRAD_WEIGHT_TILES
+
+    def tune_key(self, p):
+        return "grad_weight", (p.dtype, _problem_passes(p), p.geometry)
+
+    def plan(self, p, tile):
+        passes = _problem_passes(p)
+        steps, buffers = _split_steps(
+            lambda index: _grad_weight_plan(p.geometry, p.dtype, index, p.device.multiprocessors, passes, tile), self.inputs, self.sizes(p), numpy.float64
+        )  # fmt: skip
+        return Plan(self.name, tile, steps, buffers)
+
+
+class GradBias(Family):
+    name, ops = "grad_bias", ("grad_bias",)
+
+    def reject(self, p):
+        return None
+
+    def plan(self, p, tile):
+        partial, workspace_shape, finish = _grad_bias_plan(_S(), p.geometry, p.dtype, p.device.multiprocessors)
+        steps = (Step(partial, ("grad_output", "t0")), Step(finish, ("t0", "out")))
+        return Plan(self.name, None, steps, (Buffer(workspace_shape, numpy.dtype(numpy.float64)),))
+
+
+GRAD_WEIGHT = (
+    GradWeightTf32(3), GradWeightOverlap(), Taps("grad_weight"), GradWeightWgmma(), GradWeightWindow(), GradWeightTf32(1),
+    GradWeightPhase(), GradWeightGemm(True), GradWeightGemm(False),
+)  # fmt: skip
+GRAD_BIAS = (GradBias(),)
+
+
+# --- both gradients in one pass ("backward" problems; `wants` says which):
+# roles "grad_output", "x", "weight", "grad_input", "grad_weight".
+
+
+class DepthwiseBackward(Family):
+    name, ops = "depthwise_backward", ("backward",)
+
+    def reject(self, p):
+        return None if _depthwise_backward_applies(p.geometry) else "not depthwise with at most 16 taps an input channel"
+
+    def plan(self, p, tile):
+        g = p.geometry
+        index = _index_type(_size(g.input_shape4), _size(g.output_shape4), _size(g.weight_shape4))
+        launch, workspace_shape, finish = _depthwise_backward_plan(g, p.dtype, index, p.device.multiprocessors)
+        want_input, want_weight = p.wants
+        args = ("grad_output", "x", "weight", "grad_input" if want_input else None, "t0" if want_weight else None)
+        if not want_weight:
+            return Plan(self.name, None, (Step(launch, args),))
+        steps = (Step(launch, args), Step(finish, ("t0", "grad_weight")))
+        return Plan(self.name, None, steps, (Buffer(workspace_shape, numpy.dtype(numpy.float64)),))
+
+
+class GroupedBackward(Family):
+    name, ops = "grouped_backward", ("backward",)
+
+    def reject(self, p):
+        return None if _grouped_backward_routed(p.geometry, p.dtype) else "its rule (1D, few channels a group, large inputs) does not take it"
+
+    def plan(self, p, tile):
+        g, (want_input, want_weight) = p.geometry, p.wants
+        launch, workspace_shape, finish = _grouped_backward_plan(_S(), g, p.dtype, "int", p.device.multiprocessors, want_input, want_weight)
+        index = _index_type(_size(g.input_shape4), _size(g.output_shape4), _size(g.weight_shape4), math.prod(workspace_shape or (0,)))
+        if index != "int":
+            launch, workspace_shape, finish = _grouped_backward_plan(_S(), g, p.dtype, index, p.device.multiprocessors, want_input, want_weight)
+        args = ("grad_output", "x", "weight", "grad_input" if want_input else None, "t0" if want_weight else None)
+        if not want_weight:
+            return Plan(self.name, None, (Step(launch, args),))
+        steps = (Step(launch, args), Step(finish, ("t0", "grad_weight")))
+        return Plan(self.name, None, steps, (Buffer(workspace_shape, numpy.dtype(numpy.float64)),))
+
+
+class Sub(NamedTuple):
+    """A plan step that runs a pass of another problem (the phase rewrite's
+    stride-1 problem) through the registry, its roles renamed."""
+
+    problem: Problem
+    roles: tuple  # (its role, this plan's role) pairs
+
+
+class PhaseBackward(Family):
+    """The phase rewrite: a 1D problem whose dilation is a multiple of its
+    stride as a stride-1 problem on one phase of grad_output (phase_gather)."""
+
+    name, ops = "phase_backward", ("backward",)
+
+    def reject(self, p):
+        return None if _phase_backward_routed(p.geometry, p.dtype) is not None else "not 16-bit 1D with a dilation a multiple of the stride, large"
+
+    def plan(self, p, tile):
+        g = p.geometry
+        sub, lo, hi, first = _phase_backward_routed(g, p.dtype)
+        steps = []
+        if _size(sub.output_shape4):
+            rows = math.prod(sub.output_shape4[:3])
+            chunks = -(-sub.out_size[1] // (_kernels.GATHER_THREADS * _kernels.GATHER_ELEMS))
+            index = _index_type(_size(g.output_shape4), _size(sub.output_shape4))
+            scalars = (_i32(g.output_shape4[3]), _i32(sub.out_size[1]), _i32(g.stride[1]), _i32(first), _i32(lo), _i32(hi), _i32(chunks))
+            gather = _gather_plan(_kernels.phase_gather_name(p.dtype, index), rows * chunks, scalars)
+            steps.append(Step(gather, ("grad_output", "t0")))
+        offsets = dict(p.alignment)
+        want_input, want_weight = p.wants
+        if want_input:
+            alignment = (("source", 0), ("weight", offsets["weight"]), ("out", offsets["grad_input"]))
+            steps.append(Sub(p._replace(op="grad_input", geometry=sub, alignment=alignment), (("source", "t0"), ("weight", "weight"), ("out", "grad_input"))))
+        if want_weight:
+            alignment = (("x", offsets["x"]), ("grad_output", 0), ("out", offsets["grad_weight"]))
+            steps.append(Sub(p._replace(op="grad_weight", geometry=sub, alignment=alignment), (("x", "x"), ("grad_output", "t0"), ("out", "grad_weight"))))
+        return Plan(self.name, None, tuple(steps), (Buffer(sub.output_shape4, _weight_dtype(p)),))
+
+
+class GradPhaseFused(Family):
+    name, ops = "grad_phase_fused", ("backward",)
+
+    def _plan_for(self, p):
+        passes = _passes(p.dtype, p.precision, p.geometry, "grad_input")
+        return lambda index: _grad_weight_phase_plan(p.geometry, index, passes, p.device.multiprocessors, p.device.max_shared, True)
+
+    def reject(self, p):
+        s, g = _S(), p.geometry
+        if p.wants != (True, True):
+            return "not both gradients"
+        if not (s.use_grad_phase_fused and s.use_grad_input_phase and s.use_grad_weight_phase) or p.dtype != "float32":
+            return "off (use_grad_phase_fused), or not float32"
+        passes = _passes(p.dtype, p.precision, g, "grad_input")
+        if passes not in _kernels.GRAD_WEIGHT_PHASE_PASSES or passes != _passes(p.dtype, p.precision, g, "grad_weight"):
+            return "not the same tensor-core mode for both gradients"
+        if g.batch * g.in_size[0] * g.in_size[1] == 0:
+            return "no input positions"
+        channels, out_channels = g.in_channels_per_group, g.out_channels_per_group
+        if s.use_grad_phase_fused != "anywhere" and (
+            passes != 1 or g.stride[1] == 1 or _size(g.output_shape4) < s.window_min_output or min(channels, out_channels) < s.grad_weight_phase_min_channels
+        ):
+            return "its rule (\"tf32\", strided, large, channels) does not take it"
+        if self._plan_for(p)("int") is None:
+            return "its layout does not apply, or does not fit"
+        if not p.aligned("grad_input", 8):
+            return "grad_input not 8-byte aligned (float2 stores)"
+        return None
+
+    def plan(self, p, tile):
+        g = p.geometry
+        sizes = (_size(g.input_shape4), _size(g.output_shape4), _size(g.input_shape4), _size(g.weight_shape4))
+        steps, buffers = _split_steps(self._plan_for(p), ("x", "grad_output", "weight", "grad_input"), sizes, numpy.float64)
+        steps = tuple(Step(s.launch, tuple("grad_weight" if a == "out" else a for a in s.args)) for s in steps)
+        return Plan(self.name, None, steps, buffers)
+
+
+BACKWARD = (DepthwiseBackward(), GroupedBackward(), PhaseBackward(), GradPhaseFused())
+REGISTRY = {"forward": FORWARD, "grad_input": GRAD_INPUT, "grad_weight": GRAD_WEIGHT, "grad_bias": GRAD_BIAS, "backward": BACKWARD}
+
+
+@functools.lru_cache(maxsize=4096)
+def _choose(p: Problem, s) -> Family:
+    """The first family of p's priority list that does not reject p."""
+    for family in REGISTRY[p.op]:
+        if family.reject(p) is None:
+            return family
+    return None
+
+
+def _device() -> Device:
+    return Device(_compute_capability(), _multiprocessors(), _max_shared())
+
+
+def _problem(op: str, geometry: Geometry, dtype: str, precision: str, arrays, wants=(True, True)) -> Problem:
+    alignment = tuple((role, None if a is None else a.data.ptr % 256) for role, a in arrays)
+    if dtype not in _DTYPES:
+        _DTYPES[dtype] = next(a.dtype for _, a in arrays if a is not None)
+    return Problem(op, geometry, dtype, precision, _device(), alignment, wants)
+
+
+def _run(plan: Plan, arrays: dict) -> None:
+    """The plan's steps on `arrays` (role -> array), its buffers allocated first."""
+    bound = dict(arrays)
+    copies = {step.dest for step in plan.steps if isinstance(step, Copy)}
+    for k, buffer in enumerate(plan.buffers):
+        if f"t{k}" not in copies:
+            bound[f"t{k}"] = cupy.empty(buffer.shape, dtype=buffer.dtype)
+    for step in plan.steps:
+        if isinstance(step, Sub):
+            _run_pass(step.problem, {mine: bound[theirs] for mine, theirs in step.roles})
+        elif isinstance(step, Copy):
+            bound[step.dest] = cupy.ascontiguousarray(_kernels.pack_gemm_weight(bound[step.source], step.geometry, step.pass_name))
+            if _RECORDING.recorder is not None:  # CuPy operations, not launches: a recording would miss them
+                _RECORDING.recorder.unsafe = True
+        else:
+            _launch(step.launch, tuple(None if a is None else _phase_table(a.flat) if isinstance(a, Table) else bound[a] for a in step.args))
+
+
+def _run_pass(p: Problem, arrays: dict) -> None:
+    """Chooses p's family and runs its plan: the heuristic's tile, or with
+    autotuning on the fastest of its candidates (timed on these arrays)."""
+    family = _choose(p, _S())
+    key = family.tune_key(p)
+    tile = family.heuristic(p)
+    if key is not None:
+        label, parts = key
+        candidates = family.tiles(p) if _autotune.enabled() else ()
+        tile = _pick(label, parts, candidates, tile, lambda t: _run(family.plan(p, t), arrays))
+    _run(family.plan(p, tile), arrays)
+
+
+@functools.lru_cache(maxsize=1024)
+def _small_forward_launch(s, p: Problem, device: int):
+    """The one launch of a small forward call as a _Bound (its phase table and
+    scalars in place), or None where its plan is not one launch on the call's
+    arrays.  The settings `s` and `device` are part of the key."""
+    family = _choose(p, s)
+    plan = family.plan(p, family.heuristic(p))
+    if plan.buffers or len(plan.steps) != 1 or not isinstance(plan.steps[0], Step) or plan.steps[0].args[:4] != ("source", "weight", "bias", "out"):
+        return None
+    launch, extra = plan.steps[0].launch, plan.steps[0].args[4:]
+    tail = tuple(_phase_table(a.flat) for a in extra)
+    return _Bound(launch.name, _kernel_function(launch), (launch.blocks,), (launch.threads,), tail + launch.scalars, launch.shared)
+
+
+def _gather_plan(name: str, blocks: int, scalars: tuple) -> _Launch:
+    return _Launch("phase_gather.cu", name, blocks, _kernels.GATHER_THREADS, scalars)
