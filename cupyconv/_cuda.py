@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple, Tuple
+from typing import Tuple
 
 import cupy
+import ml_dtypes
 import numpy
 
 from . import _autotune, _chunks, _geometry, _kernels, _remember, settings
 from ._geometry import Geometry
-from ._plan import Buffer, Copy, Device, Family, Plan, Problem, Step, Table
+from ._plan import Buffer, Copy, Device, Family, Plan, Problem, Step, Sub, Table
 from ._launch import (
-    _RECORDING, _Launch, _TensorMap, _blocks_for, _compute_capability, _i32, _i64,
-    _index_type, _kernel_function, _launch, _max_shared, _multiprocessors, _phase_table, _pick,
+    _RECORDING, _Launch, _TensorMap, _blocks_for, _compute_capability, _device_signature, _gpu_seconds, _i32, _i64, _index_type,
+    _kernel_function, _launch, _max_shared, _multiprocessors, _phase_table, _tuned,
 )  # fmt: skip
 from ._launch import observe_launches  # noqa: F401 (the tests' entry point, re-exported)
 from ._remember import _Bound, _FastForward, _remember_fast, note_allocation  # noqa: F401 (note_allocation: the adapter's)
@@ -1721,7 +1722,7 @@ def _split_steps(plan_for, inputs: tuple, sizes: tuple, workspace_dtype, first: 
     return (Step(partial, inputs + (t,)), Step(finish, (t, "out"))), (Buffer(workspace_shape, numpy.dtype(workspace_dtype)),)
 
 
-_DTYPES = {}  # dtype name -> numpy dtype (ml_dtypes' for bfloat16), as the calls' arrays have it
+_DTYPES = {name: numpy.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name) for name in _geometry.SUPPORTED_DTYPES}
 
 
 class ConvTiny(Family):
@@ -2590,14 +2591,6 @@ class GroupedBackward(Family):
         return Plan(self.name, None, steps, (Buffer(workspace_shape, numpy.dtype(numpy.float64)),))
 
 
-class Sub(NamedTuple):
-    """A plan step that runs a pass of another problem (the phase rewrite's
-    stride-1 problem) through the registry, its roles renamed."""
-
-    problem: Problem
-    roles: tuple  # (its role, this plan's role) pairs
-
-
 class PhaseBackward(Family):
     """The phase rewrite: a 1D problem whose dilation is a multiple of its
     stride as a stride-1 problem on one phase of grad_output (phase_gather)."""
@@ -2685,8 +2678,6 @@ def _device() -> Device:
 
 def _problem(op: str, geometry: Geometry, dtype: str, precision: str, arrays, wants=(True, True)) -> Problem:
     alignment = tuple((role, None if a is None else a.data.ptr % 256) for role, a in arrays)
-    if dtype not in _DTYPES:
-        _DTYPES[dtype] = next(a.dtype for _, a in arrays if a is not None)
     return Problem(op, geometry, dtype, precision, _device(), alignment, wants)
 
 
@@ -2709,16 +2700,43 @@ def _run(plan: Plan, arrays: dict) -> None:
 
 
 def _run_pass(p: Problem, arrays: dict) -> None:
-    """Chooses p's family and runs its plan: the heuristic's tile, or with
-    autotuning on the fastest of its candidates (timed on these arrays)."""
-    family = _choose(p, _S())
-    key = family.tune_key(p)
-    tile = family.heuristic(p)
-    if key is not None:
-        label, parts = key
-        candidates = family.tiles(p) if _autotune.enabled() else ()
-        tile = _pick(label, parts, candidates, tile, lambda t: _run(family.plan(p, t), arrays))
+    """Chooses p's family and runs its plan with the family's heuristic tile;
+    with autotuning on, the fastest of every (family, tile) candidate of the
+    families that do not reject p, timed on these arrays once per device and
+    signature and remembered on disk."""
+    if not _autotune.enabled():
+        family = _choose(p, _S())
+        _run(family.plan(p, family.heuristic(p)), arrays)
+        return
+    family, tile = _tuned_choice(p, arrays)
     _run(family.plan(p, tile), arrays)
+
+
+def _candidates(p: Problem) -> list:
+    """(family, tile) for every tile of every family that takes p, in priority order."""
+    found = []
+    for family in REGISTRY[p.op]:
+        if family.reject(p) is None:
+            tiles = family.tiles(p) or (family.heuristic(p),)
+            found += [(family, tile) for tile in tiles]
+    return found
+
+
+def _tuned_choice(p: Problem, arrays: dict):
+    candidates = _candidates(p)
+    if len(candidates) == 1:
+        return candidates[0]
+    g = p.geometry
+    key = (p.op, p.dtype, p.precision, g, tuple((role, None if a is None else a % 16) for role, a in p.alignment), p.device)
+    memo = (cupy.cuda.Device().id, "families", key, _S())
+    choice = _tuned.get(memo)
+    if choice is None:
+        signature = "|".join([_device_signature(), "families"] + [str(k) for k in key])
+        choice = _tuned[memo] = _autotune.choose(
+            signature, candidates, name=lambda c: f"{c[0].name}:{c[1]}", label=f"{p.op} {p.dtype}",
+            time=lambda c: _gpu_seconds(lambda: _run(c[0].plan(p, c[1]), arrays)),
+        )  # fmt: skip
+    return choice
 
 
 @functools.lru_cache(maxsize=1024)

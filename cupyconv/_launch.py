@@ -102,15 +102,20 @@ def _compute_capability() -> int:
 
 
 @cupy.memoize(for_each_device=True)
-def _max_shared() -> int:
+def _device_max_shared() -> int:
     return cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+
+
+def _max_shared() -> int:
+    """The dynamic shared memory a block may have, to plan for (settings.max_shared, or the device's)."""
+    return _S().max_shared or _device_max_shared()
 
 
 @cupy.memoize(for_each_device=True)
 def _function_with_shared(filename: str, name: str):
     """_function's kernel, allowed the device's largest dynamic shared memory."""
     function = _function(filename, name)
-    function.max_dynamic_shared_size_bytes = _max_shared()
+    function.max_dynamic_shared_size_bytes = _device_max_shared()
     return function
 
 
@@ -306,21 +311,6 @@ def _gpu_seconds(run) -> float:
     return float(numpy.median(result.gpu_times[0]))
 
 
-_tuned = {}  # (device, family, key) -> tile: this process's choices, so a tuned call costs one lookup
+_tuned = {}  # (device, "families", key, settings) -> (family, tile): this process's tuned choices, so a tuned call costs one lookup
 
 
-def _pick(family: str, key: tuple, candidates, heuristic, launch):
-    """The tile for this call: the heuristic's, or with autotuning on the
-    fastest of `candidates` (launch(tile) runs the pass with it), measured
-    once per device and signature and remembered on disk."""
-    if not _autotune.enabled():
-        return heuristic
-    memo = (cupy.cuda.Device().id, family, key)
-    tile = _tuned.get(memo)
-    if tile is None:
-        signature = "|".join([_device_signature(), family] + [str(k) for k in key])
-        tile = _tuned[memo] = _autotune.choose(
-            signature, candidates, name=lambda tile: ",".join(map(str, tile)),
-            time=lambda tile: _gpu_seconds(lambda: launch(tile)), label=f"{family} {key[0]}",
-        )  # fmt: skip
-    return tile

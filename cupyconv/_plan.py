@@ -96,6 +96,14 @@ class Copy(NamedTuple):
     pass_name: str
 
 
+class Sub(NamedTuple):
+    """A step that runs a pass of another problem (the phase rewrite's
+    stride-1 problem) through the registry, its roles renamed."""
+
+    problem: Problem
+    roles: tuple  # (its role, this plan's role) pairs
+
+
 class Plan(NamedTuple):
     """How a family runs a problem: its steps in order, and the buffers they use."""
 
@@ -110,6 +118,9 @@ class Plan(NamedTuple):
         for step in self.steps:
             if isinstance(step, Copy):
                 lines.append(f"copy {step.source} -> {step.dest} (packed weight, {step.pass_name})")
+                continue
+            if isinstance(step, Sub):
+                lines.append(f"{step.problem.op} of the stride-1 problem ({', '.join(f'{a} = {b}' for a, b in step.roles)})")
                 continue
             launch = step.launch
             args = ", ".join("table" if isinstance(a, Table) else "null" if a is None else a for a in step.args)

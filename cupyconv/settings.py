@@ -96,6 +96,7 @@ class Settings:
     # tests and experiments: plan as if the device had these (None: its own)
     multiprocessors: Optional[int] = None
     compute_capability: Optional[int] = None
+    max_shared: Optional[int] = None  # a block's opt-in dynamic shared memory, bytes
     # "long long": the 64-bit-index builds for every call (None: where an array needs them)
     index_type: Optional[str] = None
 
