@@ -1,0 +1,55 @@
+"""python -m cupyconv explain and the generated routing table, on the CPU
+(the plans are made for a described device; CuPy must import, no GPU needed)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("cupy")
+
+from cupyconv import _cuda, _explain  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(*args):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    return subprocess.run([sys.executable, "-m", "cupyconv", *args], capture_output=True, text=True, env=env, check=False, timeout=300)
+
+
+def test_explain_lists_every_family_of_each_pass_in_order():
+    text = _explain.explain(1, (16, 512, 4096), (512, 256, 16), stride=8, padding=4, dtype="float16", backward=True)
+    lines = text.splitlines()
+    for op in ("grad_weight", "grad_input"):
+        start = next(k for k, line in enumerate(lines) if line.startswith(op + " "))
+        names = [line.split(":")[0].strip() for line in lines[start + 1 : start + 1 + len(_cuda.REGISTRY[op])]]
+        assert names == [family.name for family in _cuda.REGISTRY[op]], op
+    assert "  grad_weight_overlap: chosen" in lines and "  grad_input_overlap: chosen" in lines
+    assert all(": rejected: " not in line or line.split(": rejected: ")[1] for line in lines)  # every rejection says why
+    assert any(line.strip().startswith("grad_input_overlap<half_t, int>:") for line in lines)  # the plan's launches
+
+
+def test_explain_follows_the_described_device():
+    on_hopper = _explain.chosen(1, (16, 512, 4096), (512, 256, 16), stride=8, padding=4, dtype="float16", device="sm_90")
+    on_ampere = _explain.chosen(1, (16, 512, 4096), (512, 256, 16), stride=8, padding=4, dtype="float16", device="sm_80")
+    assert on_hopper == ["forward: conv_fold"] and on_ampere != on_hopper
+
+
+def test_explain_command_line():
+    result = _run("explain", "--problem", "X2", "--dtype", "float16")
+    assert result.returncode == 0, result.stderr
+    assert "conv_fold: chosen" in result.stdout
+    result = _run("explain", "--input", "2,8,16", "--weight", "8,4,3", "--stride", "2", "--precision", "tf32", "--backward")
+    assert result.returncode == 0, result.stderr
+    assert "grad_bias: chosen" in result.stdout
+    bad = _run("explain", "--input", "2,8,16", "--weight", "8,4,3", "--stride", "0")
+    assert bad.returncode == 2 and "stride must be positive" in bad.stderr
+
+
+def test_routing_table_is_current():
+    """docs/routing.md and README's table are what scripts/routing_table.py makes today."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "routing_table.py"), "--check"], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
