@@ -2156,7 +2156,7 @@ class ConvWindow(_WindowGroup):
 class ConvGemm(Family):
     """conv_mma (tensor cores) or conv_gemm (CUDA cores): every forward pass and grad_input."""
 
-    ops = ("forward", "grad_input")
+    ops, fallback = ("forward", "grad_input"), True
 
     def __init__(self, tensor_cores: bool):
         self.tensor_cores = tensor_cores
@@ -2504,6 +2504,8 @@ class GradWeightPhase(_GradWeightFamily):
 class GradWeightGemm(_GradWeightFamily):
     """grad_weight_mma (tensor cores) or grad_weight_partial (CUDA cores): every grad_weight."""
 
+    fallback = True
+
     def __init__(self, tensor_cores: bool):
         self.tensor_cores = tensor_cores
         self.name = "grad_weight_mma" if tensor_cores else "grad_weight_partial"
@@ -2532,7 +2534,7 @@ class GradWeightGemm(_GradWeightFamily):
 
 
 class GradBias(Family):
-    name, ops = "grad_bias", ("grad_bias",)
+    name, ops, fallback = "grad_bias", ("grad_bias",), True
 
     def reject(self, p):
         return None
@@ -2665,8 +2667,11 @@ REGISTRY = {"forward": FORWARD, "grad_input": GRAD_INPUT, "grad_weight": GRAD_WE
 
 @functools.lru_cache(maxsize=4096)
 def _choose(p: Problem, s) -> Family:
-    """The first family of p's priority list that does not reject p."""
+    """The first family of p's priority list that does not reject p (among
+    settings.families and the fallbacks, where that is set)."""
     for family in REGISTRY[p.op]:
+        if s.families is not None and family.name not in s.families and not family.fallback:
+            continue
         if family.reject(p) is None:
             return family
     return None
@@ -2714,8 +2719,10 @@ def _run_pass(p: Problem, arrays: dict) -> None:
 
 def _candidates(p: Problem) -> list:
     """(family, tile) for every tile of every family that takes p, in priority order."""
-    found = []
+    found, allowed = [], _S().families
     for family in REGISTRY[p.op]:
+        if allowed is not None and family.name not in allowed and not family.fallback:
+            continue
         if family.reject(p) is None:
             tiles = family.tiles(p) or (family.heuristic(p),)
             found += [(family, tile) for tile in tiles]

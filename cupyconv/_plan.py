@@ -157,6 +157,7 @@ class Family:
 
     name = "?"
     ops: tuple = ()
+    fallback = False  # runs every problem of its passes that it is asked (settings.families keeps it)
 
     def reject(self, p: Problem) -> Optional[str]:
         raise NotImplementedError

@@ -99,6 +99,10 @@ class Settings:
     max_shared: Optional[int] = None  # a block's opt-in dynamic shared memory, bytes
     # "long long": the 64-bit-index builds for every call (None: where an array needs them)
     index_type: Optional[str] = None
+    # family names: only these (and the fallbacks every pass has: conv_mma,
+    # conv_gemm, grad_weight_mma, grad_weight_partial, grad_bias) may run;
+    # None: every family.  Forcing one in a test: families=("conv_window",)
+    families: Optional[tuple] = None
 
 
 _LOCK = threading.Lock()

@@ -53,3 +53,15 @@ def test_routing_table_is_current():
     env = dict(os.environ, PYTHONPATH=ROOT)
     result = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "routing_table.py"), "--check"], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_settings_families_forces_a_family_and_keeps_the_fallbacks():
+    from cupyconv import settings
+
+    shapes = (1, (16, 512, 4096), (512, 256, 16))
+    kwargs = dict(stride=8, padding=4, dtype="float16")
+    with settings.override(families=("conv_window",)):
+        assert _explain.chosen(*shapes, **kwargs) == ["forward: conv_window"]
+    with settings.override(families=()):
+        assert _explain.chosen(*shapes, **kwargs) == ["forward: conv_mma"]
+        assert _explain.chosen(*shapes, **kwargs, backward=True) == ["grad_weight: grad_weight_mma", "grad_input: conv_mma", "grad_bias: grad_bias"]
