@@ -14,6 +14,7 @@ import contextlib
 from typing import List, Optional, Sequence
 
 from . import _geometry, settings
+from ._plan import Problem, Sub
 
 # compute capability, multiprocessors, a block's opt-in shared memory
 DEVICES = {"sm_80": (80, 108, 166912), "sm_90": (90, 132, 232448)}
@@ -34,33 +35,33 @@ def _aligned(roles):
 
 def problems(geometry, dtype: str, precision: str, backward: bool, output_mask=(True, True, True)):
     """The Problems of a call (as cupyconv._cuda makes them, every array aligned)."""
-    from . import _cuda
+    from . import _cuda, _registry
 
     if not backward:
-        return [_cuda.Problem("forward", geometry, dtype, precision, _cuda._device(), _aligned(("source", "weight", "bias", "out")))]
+        return [Problem("forward", geometry, dtype, precision, _cuda._device(), _aligned(("source", "weight", "bias", "out")))]
     want_input, want_weight, want_bias = output_mask
     found = []
     if want_input or want_weight:
         roles = ("grad_output", "x", "weight", "grad_input", "grad_weight")
-        joint = _cuda.Problem("backward", geometry, dtype, precision, _cuda._device(), _aligned(roles), (want_input, want_weight))
+        joint = Problem("backward", geometry, dtype, precision, _cuda._device(), _aligned(roles), (want_input, want_weight))
         found.append(joint)
-        if _cuda._choose(joint, settings.current()) is None:
+        if _registry._choose(joint, settings.current()) is None:
             if want_weight:
                 found.append(joint._replace(op="grad_weight", alignment=_aligned(("x", "grad_output", "out"))))
             if want_input:
                 found.append(joint._replace(op="grad_input", alignment=_aligned(("source", "weight", "out"))))
     if want_bias:
-        found.append(_cuda.Problem("grad_bias", geometry, dtype, precision, _cuda._device(), _aligned(("grad_output", "out"))))
+        found.append(Problem("grad_bias", geometry, dtype, precision, _cuda._device(), _aligned(("grad_output", "out"))))
     return found
 
 
 def explain_problem(p, indent: str = "") -> List[str]:
     """The lines of one problem: its families in order, then the chosen plan."""
-    from . import _cuda
+    from . import _registry
 
     lines = [f"{indent}{p.describe()}"]
     chosen = None
-    for family in _cuda.REGISTRY[p.op]:
+    for family in _registry.REGISTRY[p.op]:
         reason = family.reject(p)
         if reason is None and chosen is None:
             chosen = family
@@ -76,7 +77,7 @@ def explain_problem(p, indent: str = "") -> List[str]:
     lines.append(f"{indent}  plan: {plan.family}" + ("" if plan.tile is None else f", tile {plan.tile}"))
     for step in plan.steps:
         lines += [f"{indent}    {line}" for line in plan._replace(steps=(step,), buffers=()).describe()]
-        if isinstance(step, _cuda.Sub):
+        if isinstance(step, Sub):
             lines += explain_problem(step.problem, indent + "      ")
     lines += [f"{indent}    {line}" for line in plan._replace(steps=()).describe()]
     return lines
@@ -104,19 +105,19 @@ def explain(
 def chosen(spatial_dims, input_shape, weight_shape, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *, dtype="float32",
            precision=None, backward=False, device="sm_90") -> List[str]:  # fmt: skip
     """The chosen family of each pass of the call, in order ("op: family")."""
-    from . import _cuda
+    from . import _registry
 
     geometry = _geometry.make_geometry(spatial_dims, tuple(input_shape), tuple(weight_shape), None, stride, padding, output_padding, groups, dilation)
     precision = _geometry.check_precision(precision)
     out = []
     with _described(device):
         for p in problems(geometry, dtype, precision, backward):
-            family = _cuda._choose(p, settings.current())
+            family = _registry._choose(p, settings.current())
             if family is not None:
                 out.append(f"{p.op}: {family.plan(p, family.heuristic(p)).family}")
                 plan = family.plan(p, family.heuristic(p))
                 for step in plan.steps:
-                    if isinstance(step, _cuda.Sub):
-                        sub = _cuda._choose(step.problem, settings.current())
+                    if isinstance(step, Sub):
+                        sub = _registry._choose(step.problem, settings.current())
                         out.append(f"{step.problem.op} (stride 1): {sub.plan(step.problem, sub.heuristic(step.problem)).family}")
     return out

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import cupy
 import numpy
 
-from . import _autotune, _kernels, settings
+from . import _kernels, settings
 
 _S = settings.current  # the routing settings in force
 

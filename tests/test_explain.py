@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("cupy")
 
-from cupyconv import _cuda, _explain  # noqa: E402
+from cupyconv import _explain, _registry  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,8 +24,8 @@ def test_explain_lists_every_family_of_each_pass_in_order():
     lines = text.splitlines()
     for op in ("grad_weight", "grad_input"):
         start = next(k for k, line in enumerate(lines) if line.startswith(op + " "))
-        names = [line.split(":")[0].strip() for line in lines[start + 1 : start + 1 + len(_cuda.REGISTRY[op])]]
-        assert names == [family.name for family in _cuda.REGISTRY[op]], op
+        names = [line.split(":")[0].strip() for line in lines[start + 1 : start + 1 + len(_registry.REGISTRY[op])]]
+        assert names == [family.name for family in _registry.REGISTRY[op]], op
     assert "  grad_weight_overlap: chosen" in lines and "  grad_input_overlap: chosen" in lines
     assert all(": rejected: " not in line or line.split(": rejected: ")[1] for line in lines)  # every rejection says why
     assert any(line.strip().startswith("grad_input_overlap<half_t, int>:") for line in lines)  # the plan's launches
