@@ -10,13 +10,14 @@ errors against float64.  The heuristic's choice is marked.
 
 import sys
 
-from cupyconv import _cuda, _kernels, bench
+import cupyconv.settings
+from cupyconv import _kernels, bench
 
 
 def main(problem_ids, modes):
     print("| id | mode | kernel | ms | torch ms | speed-up | error | torch error |")
     print("|---|---|---|---|---|---|---|---|")
-    limits, tiles = dict(_cuda.DIRECT_MAX_PRODUCTS), _kernels.DIRECT_TILES
+    tiles = _kernels.DIRECT_TILES
     for pid in problem_ids:
         problem = bench.PROBLEMS[pid]
         heuristic = _kernels.direct_heuristic(problem.geometry().out_channels_per_group)
@@ -24,12 +25,13 @@ def main(problem_ids, modes):
             dtype, precision = bench.MODES[mode]
             runs = [("GEMMs", -1, tiles)] + [(f"direct {t.bm}x{t.tn}" + (" (heuristic)" if t == heuristic else ""), 10**9, (t,)) for t in tiles]
             for label, limit, only in runs:
-                _cuda.DIRECT_MAX_PRODUCTS = {k: limit for k in limits}
+                limits = {"direct_max_products_tensor_cores": limit, "direct_max_products_cuda_cores": limit, "direct_max_products_full_rows": limit}
                 _kernels.DIRECT_TILES = only
                 try:
-                    (row,) = bench.run_gpu([problem], dtype, precision, 5, 20, use_torch=True)
+                    with cupyconv.settings.override(**limits):
+                        (row,) = bench.run_gpu([problem], dtype, precision, 5, 20, use_torch=True)
                 finally:
-                    _cuda.DIRECT_MAX_PRODUCTS, _kernels.DIRECT_TILES = limits, tiles
+                    _kernels.DIRECT_TILES = tiles
                 print(
                     f"| {pid} | {mode} | {label} | {row.ours_ms:.3f} | {row.torch_ms:.3f} | {row.torch_ms / row.ours_ms:.2f}x "
                     f"| {row.ours_error:.2e} | {row.torch_error:.2e} |",

@@ -94,10 +94,11 @@ def main() -> None:
         ("_cuda.forward (validated geometry)", per_call_us(lambda: _cuda.forward(x, w, None, geometry, "highest"))),
     ]
     # the pieces of today's small forward path, and the least any CuPy call can do
-    from cupyconv import _autotune, _kernels
+    from cupyconv import _autotune, _kernels, settings
 
     index = _kernels.index_type(x.size, 56, w.size)
-    bound = _cuda._small_forward_launch(geometry, "float32", index, "highest", 0, _cuda.FLOAT32_HIGHEST, _cuda.TF32X3_MIN_PRODUCTS)
+    tiny = _cuda._tiny_routed(geometry, 56)  # as forward() decides
+    bound = _cuda._small_forward_launch(settings.current(), geometry, "float32", index, "highest", 0, tiny)
     numpy_tail = (bound.tail[0],) + tuple(numpy.int32(1) for _ in bound.tail[1:])
 
     def least():
@@ -108,7 +109,7 @@ def main() -> None:
         ("_autotune.enabled()", per_call_us(_autotune.enabled)),
         ("geometry_of", per_call_us(lambda: _geometry.geometry_of(1, x.shape, w.shape, None, 1, 0, 0, 1, 1))),
         ("_small_forward_launch lookup", per_call_us(lambda: _cuda._small_forward_launch(
-            geometry, "float32", index, "highest", 0, _cuda.FLOAT32_HIGHEST, _cuda.TF32X3_MIN_PRODUCTS))),
+            settings.current(), geometry, "float32", index, "highest", 0, tiny))),
         ("x.device.id", per_call_us(lambda: x.device.id)),
         ("cupy.ndarray(shape, dtype)", per_call_us(lambda: cupy.ndarray((1, 8, 7), numpy.float32))),
         ("bound launch, CScalar arguments", per_call_us(lambda: bound.function(bound.grid, bound.block, (x, w, None, out) + bound.tail))),

@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import cupy  # noqa: E402
 
 import cupyconv  # noqa: E402
-from cupyconv import _cuda, _geometry, _kernels, bench  # noqa: E402
+from cupyconv import _cuda, _geometry, _kernels, bench, settings  # noqa: E402
 
 import sweep  # noqa: E402
 
@@ -47,31 +47,33 @@ MODES = [("float64", "highest"), ("float32", "highest"), ("float32", "tf32"), ("
 OPS = ["forward", "backward", "grad_input", "grad_weight", "grad_bias"]
 MASKS = {"backward": (True, True, True), "grad_input": (True, False, False), "grad_weight": (False, True, False), "grad_bias": (False, False, True)}
 
-# Routing variants: settings of _cuda (each bumps its settings version, which
-# drops cached replays), applied for a call and restored after it.
+# Routing variants: cupyconv.settings fields (each change moves the settings
+# version on, which drops cached replays), put in force for a call and
+# restored after it; "autotune" turns autotuning on for the call.
 LIFTED = dict(
-    PACK_MIN_OUTPUT=0, WINDOW_MIN_OUTPUT=0, DIRECT_MIN_OUTPUT=0, GROUPED_FORWARD_MIN_OUTPUT=0, SMALL_FORWARD_MAX_OUTPUT=0,
-    TINY_MAX_OUTPUT=0, PHASE_BACKWARD_MIN_OUTPUT=0, GROUPED_MIN_INPUT=0, WGMMA_MIN_TAPS=0,
-    USE_RESIDENT_ANYWHERE=True, USE_WGMMA_X3_ANYWHERE=True, USE_PHASE_BACKWARD="anywhere", USE_GROUPED_FORWARD="anywhere",
-    USE_GRAD_WEIGHT_PHASE="anywhere", USE_GRAD_PHASE_FUSED="anywhere", USE_GRAD_INPUT_PHASE="anywhere",
-    USE_CONV_TF32="anywhere", USE_CONV_TF32_STREAM="anywhere",
+    pack_min_output=0, window_min_output=0, direct_min_output=0, grouped_forward_min_output=0, small_forward_max_output=0,
+    tiny_max_output=0, phase_backward_min_output=0, grouped_min_input=0, wgmma_min_taps=0,
+    use_resident_anywhere=True, use_wgmma_x3_anywhere=True, use_phase_backward="anywhere", use_grouped_forward="anywhere",
+    use_grad_weight_phase="anywhere", use_grad_phase_fused="anywhere", use_grad_input_phase="anywhere",
+    use_conv_tf32="anywhere", use_conv_tf32_stream="anywhere",
 )  # fmt: skip
 HOPPER_OFF = dict(
-    USE_WGMMA=False, USE_RESIDENT=False, USE_SPLIT=False, USE_CONV_TF32=False, USE_CONV_TF32_STREAM=False,
-    USE_CONV_TF32_MULTICAST=False, USE_FOLD=False, USE_WGMMA_X3=False, USE_GRAD_INPUT_OVERLAP=False,
-    USE_GRAD_INPUT_MULTICAST=False, USE_GRAD_WEIGHT_WGMMA=False, USE_GRAD_WEIGHT_OVERLAP=False,
-    USE_GRAD_WEIGHT_MULTICAST=False, USE_GRAD_WEIGHT_TF32=False, USE_WINDOW_FILL=False, USE_GRAD_PHASE_FUSED=False,
+    use_wgmma=False, use_resident=False, use_split=False, use_conv_tf32=False, use_conv_tf32_stream=False,
+    use_conv_tf32_multicast=False, use_fold=False, use_wgmma_x3=False, use_grad_input_overlap=False,
+    use_grad_input_multicast=False, use_grad_weight_wgmma=False, use_grad_weight_overlap=False,
+    use_grad_weight_multicast=False, use_grad_weight_tf32=False, use_window_fill=False, use_grad_phase_fused=False,
 )  # fmt: skip
+INDEX64 = {"index_type": "long long"}  # the 64-bit-index builds for every call
 VARIANTS = {
     "default": {},
     "lifted": LIFTED,
     "fallbacks": {**LIFTED, **HOPPER_OFF},
     "fallbacks_default": HOPPER_OFF,
-    "simt": {**LIFTED, "FLOAT32_HIGHEST": "simt"},
-    "no_fill": {**LIFTED, "USE_FILL": False, "USE_SPLIT": False, "USE_GRAD_INPUT_MULTICAST": False, "USE_GRAD_WEIGHT_MULTICAST": False},
-    "index64": {"index64": True},
-    "index64_lifted": {**LIFTED, "index64": True},
-    "index64_no_multicast": {**LIFTED, "USE_GRAD_INPUT_MULTICAST": False, "USE_GRAD_WEIGHT_MULTICAST": False, "USE_CONV_TF32_MULTICAST": False, "index64": True},
+    "simt": {**LIFTED, "float32_highest": "simt"},
+    "no_fill": {**LIFTED, "use_fill": False, "use_split": False, "use_grad_input_multicast": False, "use_grad_weight_multicast": False},
+    "index64": INDEX64,
+    "index64_lifted": {**LIFTED, **INDEX64},
+    "index64_no_multicast": {**LIFTED, "use_grad_input_multicast": False, "use_grad_weight_multicast": False, "use_conv_tf32_multicast": False, **INDEX64},
     "autotune": {"autotune": True},
 }
 
@@ -122,23 +124,15 @@ def pool():
 
 @contextlib.contextmanager
 def variant(name):
-    settings = dict(VARIANTS[name])
-    index64, autotune = settings.pop("index64", False), settings.pop("autotune", False)
-    saved = {key: getattr(_cuda, key) for key in settings}
-    index_type = _kernels.index_type
-    try:
-        for key, value in settings.items():
-            setattr(_cuda, key, value)
-        if index64:
-            _kernels.index_type = lambda *counts: "long long"
-        if autotune:
-            cupyconv.set_autotune(True)
-        yield
-    finally:
-        for key, value in saved.items():
-            setattr(_cuda, key, value)
-        _kernels.index_type = index_type
-        cupyconv.set_autotune(None)
+    changes = dict(VARIANTS[name])
+    autotune = changes.pop("autotune", False)
+    with settings.override(**changes):
+        try:
+            if autotune:
+                cupyconv.set_autotune(True)
+            yield
+        finally:
+            cupyconv.set_autotune(None)
 
 
 def _arrays(case, dtype):

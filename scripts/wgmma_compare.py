@@ -15,12 +15,15 @@ column shows.
 
 import sys
 
+import cupyconv.settings
 from cupyconv import _cuda, _kernels, bench
 
 
 def main(problem_ids, modes, backward=False):
     print("| id | mode | pass | run | kernels launched | ms | torch ms | speed-up | error | torch error |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    # a spy on _launch, not _cuda.observe_launches(): that would turn
+    # remembered calls off for the timed runs
     launch, launched = _cuda._launch, set()
 
     def spy(plan, arrays):
@@ -38,19 +41,18 @@ def main(problem_ids, modes, backward=False):
             runs += [(f"resident {t.bm}x{t.bn}", True, True, t) for t in _kernels.WGMMA_TILES]
             heuristic, resident_heuristic = _kernels.wgmma_heuristic, _cuda._resident_heuristic
             for label, on, resident, tile in runs:
-                _cuda.USE_WGMMA, _cuda.USE_RESIDENT, _cuda.USE_RESIDENT_ANYWHERE = on, resident, resident
                 if tile is not None and resident:
                     _cuda._resident_heuristic = lambda *args, tile=tile: tile if _cuda._resident_plan(*args[:4], tile, *args[5:]) else None
                 elif tile is not None:
                     _kernels.wgmma_heuristic = lambda rows, tile=tile: tile
                 launched.clear()
                 try:
-                    if backward:
-                        (row,) = bench.run_gpu_backward([problem], dtype, precision, 5, 20)
-                    else:
-                        (row,) = bench.run_gpu([problem], dtype, precision, 5, 20, use_torch=True)
+                    with cupyconv.settings.override(use_wgmma=on, use_resident=resident, use_resident_anywhere=resident):
+                        if backward:
+                            (row,) = bench.run_gpu_backward([problem], dtype, precision, 5, 20)
+                        else:
+                            (row,) = bench.run_gpu([problem], dtype, precision, 5, 20, use_torch=True)
                 finally:
-                    _cuda.USE_WGMMA, _cuda.USE_RESIDENT, _cuda.USE_RESIDENT_ANYWHERE = True, True, False
                     _kernels.wgmma_heuristic, _cuda._resident_heuristic = heuristic, resident_heuristic
                 print(
                     f"| {pid} | {mode} | {'backward' if backward else 'forward'} | {label} | {', '.join(sorted(launched))} | {row.ours_ms:.3f} | {row.torch_ms:.3f} "

@@ -4,7 +4,7 @@
 Usage (on an H100): ``python scripts/wgmma_x3_compare.py P1,P2,X2,X3 [rounds] [--backward]``.
 For each problem, runs bench's forward rows (and backward with
 ``--backward``) in float32
-"highest" with _cuda.USE_WGMMA_X3 off, then on with each of conv_wgmma_x3's
+"highest" with settings.use_wgmma_x3 off, then on with each of conv_wgmma_x3's
 tiles (CHAIN 0) and its 64 x 256 tile with each CHAIN (how many MMAs share a
 fresh accumulator), `rounds` times interleaved (default 2), in one process, and prints one
 Markdown row per (problem, pass, setting): our ms, torch's ms (cuDNN, TF32
@@ -15,17 +15,18 @@ conv_wgmma_x3 served.
 
 import sys
 
+import cupyconv.settings
 from cupyconv import _cuda, _kernels, bench
 
 
 def main(problem_ids, rounds=2, backward=False):
     print("| id | pass | setting | ms | torch ms | speed-up | error | torch error | x3 passes |")
     print("|---|---|---|---|---|---|---|---|---|")
-    original = (_cuda.USE_WGMMA_X3, _cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, _kernels.WGMMA_X3_CHAIN)
+    original = (_cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, _kernels.WGMMA_X3_CHAIN)  # (not settings: module constants and a function)
     served = []
 
     def counting(*args):
-        used = original[2](*args)
+        used = original[1](*args)
         served.append(used)
         return used
 
@@ -37,14 +38,14 @@ def main(problem_ids, rounds=2, backward=False):
             for pid in problem_ids:
                 problem = bench.PROBLEMS[pid]
                 for name, on, tile, chain in settings:
-                    _cuda.USE_WGMMA_X3 = on
-                    _cuda.WGMMA_X3_TILES = (tile,) if tile is not None else original[1]
+                    _cuda.WGMMA_X3_TILES = (tile,) if tile is not None else original[0]
                     _kernels.WGMMA_X3_CHAIN = chain
                     _cuda._wgmma_plan.cache_clear()
                     served.clear()
-                    rows = bench.run_gpu([problem], "float32", "highest", 5, 20, use_torch=True)
-                    if backward:
-                        rows += bench.run_gpu_backward([problem], "float32", "highest", 3, 10)
+                    with cupyconv.settings.override(use_wgmma_x3=on):
+                        rows = bench.run_gpu([problem], "float32", "highest", 5, 20, use_torch=True)
+                        if backward:
+                            rows += bench.run_gpu_backward([problem], "float32", "highest", 3, 10)
                     for row in rows:
                         what = "backward" if row.backward else "forward"
                         print(
@@ -53,7 +54,7 @@ def main(problem_ids, rounds=2, backward=False):
                             flush=True,
                         )
     finally:
-        _cuda.USE_WGMMA_X3, _cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, _kernels.WGMMA_X3_CHAIN = original
+        _cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, _kernels.WGMMA_X3_CHAIN = original
         _cuda._wgmma_plan.cache_clear()
 
 

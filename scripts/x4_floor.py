@@ -35,6 +35,7 @@ def main() -> None:
     from cupyx.profiler import benchmark
 
     import cupyconv
+    import cupyconv.settings
     from cupyconv import _api, _autotune, _cuda, bench
 
     problem = bench.PROBLEMS["X4"]
@@ -48,6 +49,7 @@ def main() -> None:
     packed = fast.packed
     ndarray, launch = cupy.ndarray, _cuda._launch_kernel
     get_device, get_stream = cupy.cuda.runtime.getDevice, cupy.cuda.get_current_stream
+    settings_version = cupyconv.settings.version
     reused = cupy.empty(fast.shape, fast.dtype)
 
     def lean(allocate: bool):
@@ -66,7 +68,7 @@ def main() -> None:
                     weight.shape, weight.strides, weight.dtype, weight.data.device_id, b,
                     stride, padding, output_padding, groups, dilation, precision,
                 ))  # fmt: skip
-                if found is not None and get_device() == found.device and _cuda._SETTINGS[0] == settings and not _autotune.enabled():
+                if found is not None and get_device() == found.device and settings_version() == settings and not _autotune.enabled():
                     stream = get_stream().ptr
                     y = ndarray(found.shape, found.dtype) if allocate else reused
                     packed.fill(packed.values, 0, input.data.ptr, weight.data.ptr, 0 if bias is None else bias.data.ptr, y.data.ptr)

@@ -34,23 +34,23 @@ MASKS = {
 }  # fmt: skip
 OPS = ("forward",) + tuple(MASKS)
 
-# Routing variants, as settings (names of today's settings and their values).
+# Routing variants, as settings (cupyconv.settings.Settings fields and their values).
 LIFTED = {
-    "PACK_MIN_OUTPUT": 0, "WINDOW_MIN_OUTPUT": 0, "DIRECT_MIN_OUTPUT": 0, "GROUPED_FORWARD_MIN_OUTPUT": 0, "SMALL_FORWARD_MAX_OUTPUT": 0,
-    "TINY_MAX_OUTPUT": 0, "PHASE_BACKWARD_MIN_OUTPUT": 0, "GROUPED_MIN_INPUT": 0, "WGMMA_MIN_TAPS": 0,
+    "pack_min_output": 0, "window_min_output": 0, "direct_min_output": 0, "grouped_forward_min_output": 0, "small_forward_max_output": 0,
+    "tiny_max_output": 0, "phase_backward_min_output": 0, "grouped_min_input": 0, "wgmma_min_taps": 0,
 }  # fmt: skip
 HOPPER_OFF = {
-    "USE_WGMMA": False, "USE_RESIDENT": False, "USE_SPLIT": False, "USE_CONV_TF32": False, "USE_CONV_TF32_STREAM": False,
-    "USE_CONV_TF32_MULTICAST": False, "USE_FOLD": False, "USE_WGMMA_X3": False, "USE_GRAD_INPUT_OVERLAP": False,
-    "USE_GRAD_INPUT_MULTICAST": False, "USE_GRAD_WEIGHT_WGMMA": False, "USE_GRAD_WEIGHT_OVERLAP": False,
-    "USE_GRAD_WEIGHT_MULTICAST": False, "USE_GRAD_WEIGHT_TF32": False, "USE_WINDOW_FILL": False, "USE_GRAD_PHASE_FUSED": False,
+    "use_wgmma": False, "use_resident": False, "use_split": False, "use_conv_tf32": False, "use_conv_tf32_stream": False,
+    "use_conv_tf32_multicast": False, "use_fold": False, "use_wgmma_x3": False, "use_grad_input_overlap": False,
+    "use_grad_input_multicast": False, "use_grad_weight_wgmma": False, "use_grad_weight_overlap": False,
+    "use_grad_weight_multicast": False, "use_grad_weight_tf32": False, "use_window_fill": False, "use_grad_phase_fused": False,
 }  # fmt: skip
 VARIANTS = {
     "default": {},
     "lifted": LIFTED,
     "fallbacks": {**LIFTED, **HOPPER_OFF},
-    "simt": {**LIFTED, "FLOAT32_HIGHEST": "simt"},
-    "no_fill": {**LIFTED, "USE_FILL": False, "USE_SPLIT": False, "USE_GRAD_INPUT_MULTICAST": False, "USE_GRAD_WEIGHT_MULTICAST": False},
+    "simt": {**LIFTED, "float32_highest": "simt"},
+    "no_fill": {**LIFTED, "use_fill": False, "use_split": False, "use_grad_input_multicast": False, "use_grad_weight_multicast": False},
     "misaligned": {},  # the default settings, every array one element past a 512-byte boundary
 }
 
@@ -122,11 +122,11 @@ def _instantiations():
 
 
 def _apply(settings: dict):
-    """Puts `settings` (the variant's, by today's upper-case names) in force;
+    """Puts `settings` (the variant's, cupyconv.settings fields) in force;
     returns what undoes it."""
     import cupyconv.settings
 
-    block = cupyconv.settings.override(**{k.lower(): v for k, v in settings.items()})
+    block = cupyconv.settings.override(**settings)
     block.__enter__()
     return lambda: block.__exit__(None, None, None)
 

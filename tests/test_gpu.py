@@ -25,6 +25,7 @@ import numpy
 import pytest
 
 import cupyconv
+import cupyconv.settings
 from cupyconv import _geometry, _kernels, reference
 
 from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
@@ -189,12 +190,10 @@ PACKED_CASES = [c for c in CASES + LARGE_CASES if c.name in ("1d_vocoder", "2d_g
 
 @pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
 @pytest.mark.parametrize("case", PACKED_CASES, ids=str)
-def test_packed_weight(case, mode, monkeypatch):
+def test_packed_weight(case, mode, settings_override):
     """conv_gemm reading the packed weight copy (large problems do) on small ones."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "PACK_MIN_OUTPUT", 0)
-    _no_direct(monkeypatch)
+    settings_override(pack_min_output=0)
+    _no_direct(settings_override)
     test_forward(case, mode)
     test_backward(case, mode)
 
@@ -211,12 +210,12 @@ def _tile_modes():
 
 @pytest.mark.parametrize("mode, tile", list(_tile_modes()), ids=lambda v: "-".join(map(str, v)))
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_wide_channels", "2d_groups_dilation")], ids=str)
-def test_every_tile(case, mode, tile, monkeypatch):
+def test_every_tile(case, mode, tile, monkeypatch, settings_override):
     """Each candidate the autotuner times gives correct results (wherever it applies)."""
     from cupyconv import _autotune, _cuda
 
-    monkeypatch.setattr(_cuda, "FLOAT32_HIGHEST", "simt")  # float32 "highest" tests the CUDA-core tiles
-    _no_direct(monkeypatch)
+    settings_override(float32_highest="simt")  # float32 "highest" tests the CUDA-core tiles
+    _no_direct(settings_override)
     used = []
 
     def pick(family, key, candidates, heuristic, launch):
@@ -281,30 +280,35 @@ def test_every_3xtf32_tile(case, tile, monkeypatch):
 TENSOR_CORE_MODES = [m for m in MODES if m[0] != "float64"]
 
 
-def _no_direct(monkeypatch):
+def _no_direct(override):
     """Keep conv_direct, grouped_forward, conv_window's fill and conv_tiny
     off, so that the forward pass of a case with few products per output
-    reaches the kernel a test is after."""
-    from cupyconv import _cuda
+    reaches the kernel a test is after (`override`: the settings_override
+    fixture)."""
+    override(
+        direct_max_products_tensor_cores=-1, direct_max_products_cuda_cores=-1, direct_max_products_full_rows=-1,
+        use_grouped_forward=False, use_window_fill=False, tiny_max_output=0,
+    )  # fmt: skip
 
-    monkeypatch.setattr(_cuda, "DIRECT_MAX_PRODUCTS", dict.fromkeys(_cuda.DIRECT_MAX_PRODUCTS, -1))
-    monkeypatch.setattr(_cuda, "USE_GROUPED_FORWARD", False)
-    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", False)
-    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", 0)
+
+def _lift(override, name):
+    """The settings under which _cuda.<name> (conv_window's or
+    grad_weight_window's dispatcher, ...) runs on small problems too."""
+    override(window_min_output=0)
+    override(tf32x3_min_products=0)  # float32 "highest": their 3xTF32 on short sums too
+    override(use_fold=name == "_fold")  # routed ahead of the window kernels (stride 8, 16-bit)
+    override(use_grad_input_overlap=False)  # routed ahead of grad_input_taps (stride 8, 16-bit and "tf32")
+    override(use_grad_weight_overlap=False)  # routed ahead of grad_weight_taps (stride 8, 16-bit)
+    _no_direct(override)
 
 
-def _spy(monkeypatch, name, record):
+def _spy(monkeypatch, override, name, record):
     """Run _cuda.<name> (conv_window's or grad_weight_window's dispatcher) on
-    small problems too; returns a list of record(arguments) for the calls it
-    served."""
+    small problems too (_lift); returns a list of record(arguments) for the
+    calls it served."""
     from cupyconv import _cuda
 
-    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
-    monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 0)  # float32 "highest": their 3xTF32 on short sums too
-    monkeypatch.setattr(_cuda, "USE_FOLD", name == "_fold")  # routed ahead of the window kernels (stride 8, 16-bit)
-    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", False)  # routed ahead of grad_input_taps (stride 8, 16-bit and "tf32")
-    monkeypatch.setattr(_cuda, "USE_GRAD_WEIGHT_OVERLAP", False)  # routed ahead of grad_weight_taps (stride 8, 16-bit)
-    _no_direct(monkeypatch)
+    _lift(override, name)
     ran, original = [], getattr(_cuda, name)
 
     def spy(*args):
@@ -317,16 +321,14 @@ def _spy(monkeypatch, name, record):
     return ran
 
 
-def _spy_window(monkeypatch):
+def _spy_window(monkeypatch, override):
     """The passes (forward, grad_input) conv_window ran (conv_wgmma and
     conv_wgmma_x3 kept off, so that on Hopper too every mode reaches conv_window; and
     grad_input_phase off at stride 1, where it is routed ahead of both)."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "USE_WGMMA", False)
-    monkeypatch.setattr(_cuda, "USE_WGMMA_X3", False)
-    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
-    return _spy(monkeypatch, "_window", lambda args: args[5])
+    override(use_wgmma=False)
+    override(use_wgmma_x3=False)
+    override(grad_input_phase_stride_one=False)
+    return _spy(monkeypatch, override, "_window", lambda args: args[5])
 
 
 def _is_hopper() -> bool:
@@ -335,21 +337,19 @@ def _is_hopper() -> bool:
     return _cuda._compute_capability() == 90
 
 
-def _spy_wgmma(monkeypatch):
+def _spy_wgmma(monkeypatch, override):
     """The passes (forward, grad_input) conv_wgmma ran (wherever it fits, not
     only where its routing rule sends it; conv_wgmma_resident, conv_wgmma_tf32
     and, at stride 1, grad_input_phase off)."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "USE_RESIDENT", False)
-    monkeypatch.setattr(_cuda, "USE_CONV_TF32", False)
-    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
-    monkeypatch.setattr(_cuda, "WGMMA_MAX_ROWS", 1 << 30)
-    monkeypatch.setattr(_cuda, "WGMMA_MIN_TAPS", 0)
-    return _spy(monkeypatch, "_wgmma", lambda args: args[5])
+    override(use_resident=False)
+    override(use_conv_tf32=False)
+    override(grad_input_phase_stride_one=False)
+    override(wgmma_max_rows=1 << 30)
+    override(wgmma_min_taps=0)
+    return _spy(monkeypatch, override, "_wgmma", lambda args: args[5])
 
 
-def _spy_resident(monkeypatch, multiprocessors=None):
+def _spy_resident(monkeypatch, override, multiprocessors=None):
     """The passes (forward, grad_input) conv_wgmma_resident ran (wherever it
     fits; conv_wgmma_tf32, routed ahead of it in "tf32", kept off).  With
     `multiprocessors`, its grid is sized for that many, so that each block
@@ -357,19 +357,17 @@ def _spy_resident(monkeypatch, multiprocessors=None):
     grad_input at stride 1 stays off grad_input_phase, which is routed ahead
     of it where one tile of input channels covers a group.  conv_wgmma_split,
     routed ahead of it in 16-bit, is kept off (_spy_split turns it on)."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "USE_RESIDENT", True)
-    monkeypatch.setattr(_cuda, "USE_RESIDENT_ANYWHERE", True)
-    monkeypatch.setattr(_cuda, "USE_SPLIT", False)
-    monkeypatch.setattr(_cuda, "USE_CONV_TF32", False)
-    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
+    override(use_resident=True)
+    override(use_resident_anywhere=True)
+    override(use_split=False)
+    override(use_conv_tf32=False)
+    override(grad_input_phase_stride_one=False)
     if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
-    return _spy(monkeypatch, "_resident", lambda args: args[5])
+        override(multiprocessors=multiprocessors)
+    return _spy(monkeypatch, override, "_resident", lambda args: args[5])
 
 
-def _force_tile(monkeypatch, family, tile):
+def _force_tile(monkeypatch, override, family, tile):
     """Make _pick return `tile` for `family` where it is a candidate (with
     autotuning on, so that the dispatcher lists its candidates); returns the
     list of times it did."""
@@ -386,15 +384,15 @@ def _force_tile(monkeypatch, family, tile):
     monkeypatch.setattr(_autotune, "enabled", lambda: True)
     monkeypatch.setattr(_cuda, "_pick", pick)
     if family != "conv_direct":
-        _no_direct(monkeypatch)
+        _no_direct(override)
     return picked
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
-def test_window_kernel(case, mode, monkeypatch):
+def test_window_kernel(case, mode, monkeypatch, settings_override):
     """conv_window's forward pass and grad_input, where it applies."""
-    ran = _spy_window(monkeypatch)
+    ran = _spy_window(monkeypatch, settings_override)
     test_forward(case, mode)
     test_backward(case, mode)
     if case in WINDOW_CASES:
@@ -404,16 +402,16 @@ def test_window_kernel(case, mode, monkeypatch):
 @pytest.mark.parametrize("tile", _kernels.WINDOW_TUNE_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("bfloat16", "highest")], ids=["float32", "tf32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
-def test_every_window_tile(case, mode, tile, monkeypatch):
-    ran, picked = _spy_window(monkeypatch), _force_tile(monkeypatch, "conv_window", tile)
+def test_every_window_tile(case, mode, tile, monkeypatch, settings_override):
+    ran, picked = _spy_window(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "conv_window", tile)
     test_forward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
-def test_window_64_bit_index(case, monkeypatch):
-    ran = _spy_window(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+def test_window_64_bit_index(case, monkeypatch, settings_override):
+    ran = _spy_window(monkeypatch, settings_override)
+    settings_override(index_type="long long")
     test_forward(case, ("float16", "highest"))
     assert ran
 
@@ -428,18 +426,18 @@ WGMMA_KERNELS = ["conv_wgmma", "conv_wgmma_resident"]
 _ON_HOPPER_ONLY = "the wgmma kernels run on compute capability 9.0 only"
 
 
-def _spy_wgmma_kernel(monkeypatch, kernel, multiprocessors=None):
-    return _spy_resident(monkeypatch, multiprocessors) if kernel == "conv_wgmma_resident" else _spy_wgmma(monkeypatch)
+def _spy_wgmma_kernel(monkeypatch, override, kernel, multiprocessors=None):
+    return _spy_resident(monkeypatch, override, multiprocessors) if kernel == "conv_wgmma_resident" else _spy_wgmma(monkeypatch, override)
 
 
 @pytest.mark.parametrize("kernel", WGMMA_KERNELS)
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
-def test_wgmma_kernel(case, mode, kernel, monkeypatch):
+def test_wgmma_kernel(case, mode, kernel, monkeypatch, settings_override):
     """A wgmma kernel's forward pass and grad_input, where it applies."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_kernel(monkeypatch, kernel)
+    ran = _spy_wgmma_kernel(monkeypatch, settings_override, kernel)
     test_forward(case, mode)
     test_backward(case, mode)
     if case in WINDOW_CASES:
@@ -450,44 +448,42 @@ def test_wgmma_kernel(case, mode, kernel, monkeypatch):
 @pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
-def test_every_wgmma_tile(case, mode, tile, kernel, monkeypatch):
+def test_every_wgmma_tile(case, mode, tile, kernel, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, picked = _spy_wgmma_kernel(monkeypatch, kernel, 2), _force_tile(monkeypatch, kernel, tile)
+    ran, picked = _spy_wgmma_kernel(monkeypatch, settings_override, kernel, 2), _force_tile(monkeypatch, settings_override, kernel, tile)
     test_forward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("kernel", WGMMA_KERNELS)
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
-def test_wgmma_64_bit_index(case, kernel, monkeypatch):
+def test_wgmma_64_bit_index(case, kernel, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_kernel(monkeypatch, kernel, 2)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    ran = _spy_wgmma_kernel(monkeypatch, settings_override, kernel, 2)
+    settings_override(index_type="long long")
     test_forward(case, ("bfloat16", "highest"))
     assert ran
 
 
-def _spy_wgmma_x3(monkeypatch):
+def _spy_wgmma_x3(monkeypatch, override):
     """The passes (forward, grad_input) conv_wgmma_x3 ran (wherever it fits,
     not only where its routing rule sends it; grad_input_phase off at stride 1)."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "USE_WGMMA_X3", True)
-    monkeypatch.setattr(_cuda, "USE_WGMMA_X3_ANYWHERE", True)
-    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
-    return _spy(monkeypatch, "_wgmma_x3", lambda args: args[5])
+    override(use_wgmma_x3=True)
+    override(use_wgmma_x3_anywhere=True)
+    override(grad_input_phase_stride_one=False)
+    return _spy(monkeypatch, override, "_wgmma_x3", lambda args: args[5])
 
 
 @pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
-def test_wgmma_x3_kernel(case, monkeypatch):
+def test_wgmma_x3_kernel(case, monkeypatch, settings_override):
     """conv_wgmma_x3 (float32 "highest" as 3xTF32 on wgmma): the forward pass
     and grad_input, where it applies, under 1e-5 and within twice torch's
     error against float64, in poisoned memory."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_x3(monkeypatch)
+    ran = _spy_wgmma_x3(monkeypatch, settings_override)
     test_forward(case, ("float32", "highest"))
     test_backward(case, ("float32", "highest"))
     if case in WINDOW_CASES:
@@ -496,20 +492,20 @@ def test_wgmma_x3_kernel(case, monkeypatch):
 
 @pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
-def test_every_wgmma_x3_tile(case, tile, monkeypatch):
+def test_every_wgmma_x3_tile(case, tile, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, picked = _spy_wgmma_x3(monkeypatch), _force_tile(monkeypatch, "conv_wgmma_x3", tile)
+    ran, picked = _spy_wgmma_x3(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "conv_wgmma_x3", tile)
     test_forward(case, ("float32", "highest"))
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
-def test_wgmma_x3_64_bit_index(case, monkeypatch):
+def test_wgmma_x3_64_bit_index(case, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_x3(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    ran = _spy_wgmma_x3(monkeypatch, settings_override)
+    settings_override(index_type="long long")
     test_forward(case, ("float32", "highest"))
     assert ran
 
@@ -532,12 +528,12 @@ _MANY_ITEMS_CASES = [
 @pytest.mark.parametrize("multiprocessors", [1, 3])
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", WINDOW_CASES + _MANY_ITEMS_CASES + FILL_CASES, ids=str)
-def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch):
+def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch, settings_override):
     """A grid far smaller than the work: each block runs the window pipeline
     across many items (and, with 3, items not in step between blocks)."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_resident(monkeypatch, multiprocessors)
+    ran = _spy_resident(monkeypatch, settings_override, multiprocessors)
     test_forward(case, mode)
     assert "forward" in ran
 
@@ -561,38 +557,35 @@ def _spy_fill(monkeypatch, family="conv_wgmma_resident"):
 @pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", FILL_CASES + [c for c in WINDOW_CASES if c.name in ("1d_win_s2_d2", "1d_win_s2_d4_op3")], ids=str)
-def test_resident_fill(case, mode, tile, monkeypatch):
+def test_resident_fill(case, mode, tile, monkeypatch, settings_override):
     """conv_wgmma_resident's fill (stride 2, dilation a multiple of it) on
     each tile, against float64 in poisoned memory: whole tiles of every row
     alignment, tiles cut by the rows' and the output's ends."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_resident(monkeypatch, 3)
-    picked = _force_tile(monkeypatch, "conv_wgmma_resident", tile)
+    ran = _spy_resident(monkeypatch, settings_override, 3)
+    picked = _force_tile(monkeypatch, settings_override, "conv_wgmma_resident", tile)
     keys = _spy_fill(monkeypatch)  # around the forced choice
     test_forward(case, mode)
     assert "forward" in ran and picked == [tile] and keys and keys[-1][-1] == "fill", (ran, picked, keys)
 
 
 @pytest.mark.parametrize("case", [c for c in FILL_CASES if c.name in ("1d_fill_s2_d2", "1d_fill_g2_p0")], ids=str)
-def test_resident_fill_64_bit_index(case, monkeypatch):
+def test_resident_fill_64_bit_index(case, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, keys = _spy_resident(monkeypatch, 2), _spy_fill(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    ran, keys = _spy_resident(monkeypatch, settings_override, 2), _spy_fill(monkeypatch)
+    settings_override(index_type="long long")
     test_forward(case, ("float16", "highest"))
     assert "forward" in ran and keys[-1][-1] == "fill" and keys[-1][2] == "long long"
 
 
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
-def test_fill_not_routed_past_one_row_tile(mode, monkeypatch):
+def test_fill_not_routed_past_one_row_tile(mode, settings_override):
     """Where the fill applies but the output channels (256) exceed a row
     tile, the pass takes the routes it took before the fill (the dilated
     fold), no fill build, and is right."""
-    from cupyconv import _cuda
-
-    ran, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: ran.append(plan.name) or original(plan, arrays))
+    ran = settings_override.observe_launches()
     dtype = numpy_dtype(mode[0])
     rng = numpy.random.default_rng(34)
     x = rng.standard_normal((1, 32, 4096)).astype(dtype)
@@ -607,37 +600,33 @@ def test_fill_not_routed_past_one_row_tile(mode, monkeypatch):
 
 
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
-def test_resident_without_fill_folds(mode, monkeypatch):
-    """With USE_FILL off, the same problems take conv_wgmma_resident's
+def test_resident_without_fill_folds(mode, monkeypatch, settings_override):
+    """With use_fill off, the same problems take conv_wgmma_resident's
     folded route (the dilated kernel made dense), still right."""
-    from cupyconv import _cuda
-
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    monkeypatch.setattr(_cuda, "USE_FILL", False)
-    ran, keys = _spy_resident(monkeypatch, 3), _spy_fill(monkeypatch)
+    settings_override(use_fill=False)
+    ran, keys = _spy_resident(monkeypatch, settings_override, 3), _spy_fill(monkeypatch)
     test_forward(FILL_CASES[0], mode)
     assert "forward" in ran and keys and all(key[-1] != "fill" for key in keys)
 
 
-def _spy_window_fill(monkeypatch):
+def _spy_window_fill(monkeypatch, override):
     """Run conv_window's fill on small problems too; returns the keys
     conv_window's tile choice was asked for (ending in "fill" where the
     fill ran)."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", 0)
-    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", True)
+    override(window_min_output=0)
+    override(use_window_fill=True)
     return _spy_fill(monkeypatch, "conv_window")
 
 
 @pytest.mark.parametrize("tile", _kernels.WINDOW_TUNE_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("case", FILL_CASES + [c for c in WINDOW_CASES if c.name in ("1d_win_s2_d2", "1d_win_s2_d4_op3")], ids=str)
-def test_window_fill(case, tile, monkeypatch):
+def test_window_fill(case, tile, monkeypatch, settings_override):
     """conv_window's fill (float32 "highest" as 3xTF32) on every tile,
     against float64 in poisoned memory (under 1e-5)."""
-    picked = _force_tile(monkeypatch, "conv_window", tile)
-    keys = _spy_window_fill(monkeypatch)  # around the forced choice
+    picked = _force_tile(monkeypatch, settings_override, "conv_window", tile)
+    keys = _spy_window_fill(monkeypatch, settings_override)  # around the forced choice
     test_forward(case, ("float32", "highest"))
     assert picked == [tile] and keys and keys[-1][-1] == "fill", (picked, keys)
 
@@ -648,55 +637,54 @@ def test_window_fill(case, tile, monkeypatch):
 FOLD_MODES = [("float16", "highest"), ("bfloat16", "highest")]
 
 
-def _spy_fold(monkeypatch, blocks=None):
-    from cupyconv import _cuda
+def _spy_fold(override, blocks=None):
+    """The names of the kernels launched from here on (observe_launches),
+    conv_fold on small problems too (_lift) with a grid of `blocks` (None:
+    one block a multiprocessor)."""
+    override(fold_blocks=blocks)
+    _lift(override, "_fold")
+    return override.observe_launches()
 
-    monkeypatch.setattr(_cuda, "FOLD_BLOCKS", blocks)
-    return _spy(monkeypatch, "_fold", lambda args: "forward")
+
+def _folds(names) -> int:
+    """How many of `names` are conv_fold's (one a forward pass it served)."""
+    return sum(name.startswith("conv_fold<") for name in names)
 
 
 @pytest.mark.parametrize("blocks", [None, 1, 3, 5])
 @pytest.mark.parametrize("mode", FOLD_MODES, ids=["-".join(m) for m in FOLD_MODES])
 @pytest.mark.parametrize("case", FOLD_CASES + [c for c in WINDOW_CASES if c.name == "1d_win_fold8"], ids=str)
-def test_fold_kernel(case, mode, blocks, monkeypatch):
+def test_fold_kernel(case, mode, blocks, settings_override):
     """conv_fold's forward pass against float64 in poisoned memory."""
     if not _is_hopper():
         pytest.skip("conv_fold runs on compute capability 9.0 only")
-    ran = _spy_fold(monkeypatch, blocks)
+    ran = _spy_fold(settings_override, blocks)
     test_forward(case, mode)
-    assert ran == ["forward"], "conv_fold did not run"
+    assert _folds(ran) == 1, ("conv_fold did not run", ran)
 
 
 @pytest.mark.parametrize("raw", [True, False])
 @pytest.mark.parametrize("mode", FOLD_MODES, ids=["-".join(m) for m in FOLD_MODES])
-def test_fold_weight_as_given(mode, raw, monkeypatch):
+def test_fold_weight_as_given(mode, raw, settings_override):
     """Kernels of 16 taps: conv_fold reads the weight as given (no
-    pack_fold_weight launch) or, with USE_FOLD_RAW_WEIGHT off, packed;
+    pack_fold_weight launch) or, with use_fold_raw_weight off, packed;
     ragged input and output channels."""
     if not _is_hopper():
         pytest.skip("conv_fold runs on compute capability 9.0 only")
-    from cupyconv import _cuda
-
-    ran = _spy_fold(monkeypatch, 3)
-    monkeypatch.setattr(_cuda, "USE_FOLD_RAW_WEIGHT", raw)
-    names, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    names = _spy_fold(settings_override, 3)
+    settings_override(use_fold_raw_weight=raw)
     for case in FOLD_CASES[:2]:
         test_forward(case, mode)
-    assert ran == ["forward"] * 2
+    assert _folds(names) == 2, names
     assert sum(name.startswith("pack_fold_weight") for name in names) == (0 if raw else 2), names
 
 
-def test_fold_unaligned_weight_is_packed(monkeypatch):
+def test_fold_unaligned_weight_is_packed(settings_override):
     """A weight 2 bytes off a 16-byte boundary goes through pack_fold_weight,
     and gives the aligned (as given) weight's output bit for bit."""
     if not _is_hopper():
         pytest.skip("conv_fold runs on compute capability 9.0 only")
-    from cupyconv import _cuda
-
-    ran = _spy_fold(monkeypatch, 5)
-    names, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    names = _spy_fold(settings_override, 5)
     case = FOLD_CASES[1]
     rng = numpy.random.default_rng(41)
     x, w, b = (_to_gpu(a, numpy.float16) for a in case.arrays(rng, numpy.float16))
@@ -705,20 +693,20 @@ def test_fold_unaligned_weight_is_packed(monkeypatch):
     assert shifted.data.ptr % 16 == 2 and shifted.flags.c_contiguous
     aligned = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
     packed = cupyconv.conv_transpose1d(x, shifted, b, **case.kwargs)
-    assert ran == ["forward"] * 2 and [n.startswith("pack_fold_weight") for n in names] == [False, True, False], names
+    assert _folds(names) == 2 and [n.startswith("pack_fold_weight") for n in names] == [False, True, False], names
     assert bool(cupy.array_equal(aligned.view(numpy.uint16), packed.view(numpy.uint16)))
 
 
-def test_fold_64_bit_index(monkeypatch):
+def test_fold_64_bit_index(settings_override):
     if not _is_hopper():
         pytest.skip("conv_fold runs on compute capability 9.0 only")
-    ran = _spy_fold(monkeypatch, 3)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    ran = _spy_fold(settings_override, 3)
+    settings_override(index_type="long long")
     test_forward(FOLD_CASES[1], ("bfloat16", "highest"))
-    assert ran
+    assert _folds(ran), ran
 
 
-def test_fold_rules_out(monkeypatch):
+def test_fold_rules_out(settings_override):
     """Rows that are not whole 16-byte vectors, float32, other strides and
     dilations keep the other kernels (and are right)."""
     cases = [
@@ -727,27 +715,24 @@ def test_fold_rules_out(monkeypatch):
         Case("fold_d2", 1, 2, 64, 16, (16,), (256,), stride=8, padding=4, dilation=2),
         Case("fold_k17", 1, 2, 64, 16, (17,), (256,), stride=8, padding=4),
     ]
-    ran = _spy_fold(monkeypatch)
+    ran = _spy_fold(settings_override)
     for case, mode in [(c, ("float16", "highest")) for c in cases] + [(FOLD_CASES[0], ("float32", "tf32"))]:
         test_forward(case, mode)
-        assert not ran, (case, mode)
+        assert not _folds(ran), (case, mode)
 
 
-def test_window_fill_64_bit_index(monkeypatch):
-    keys = _spy_window_fill(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+def test_window_fill_64_bit_index(monkeypatch, settings_override):
+    keys = _spy_window_fill(monkeypatch, settings_override)
+    settings_override(index_type="long long")
     test_forward(FILL_CASES[0], ("float32", "highest"))
     assert keys[-1][-1] == "fill" and keys[-1][3] == "long long"
 
 
-def test_window_fill_routing(monkeypatch):
+def test_window_fill_routing(settings_override):
     """A P4-like float32 "highest" forward pass takes conv_window's fill with
-    no threshold changed (conv_direct with USE_WINDOW_FILL off), right
+    no threshold changed (conv_direct with use_window_fill off), right
     either way."""
-    from cupyconv import _cuda
-
-    ran, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: ran.append(plan.name) or original(plan, arrays))
+    ran = settings_override.observe_launches()
     rng = numpy.random.default_rng(33)
     x = rng.standard_normal((1, 32, 16384)).astype(numpy.float32)
     w = rng.standard_normal((32, 64, 3)).astype(numpy.float32)
@@ -755,7 +740,7 @@ def test_window_fill_routing(monkeypatch):
     kwargs = dict(stride=2, padding=1, dilation=2)
     oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), b.astype(numpy.float64), **kwargs)
     for on, expected in ((True, "conv_window<float, int, 64, 128, 2, 4, 3, true>"), (False, "conv_direct<float, int,")):
-        monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", on)
+        settings_override(use_window_fill=on)
         ran.clear()
         y = cupyconv.conv_transpose1d(cupy.asarray(x), cupy.asarray(w), cupy.asarray(b), **kwargs, precision="highest")
         kernels = [name for name in ran if not name.startswith("pack_")]  # the packed weight first
@@ -780,17 +765,14 @@ _ROW_COPY_CASES = [
 @pytest.mark.parametrize("multiprocessors", [None, 3])
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", _ROW_COPY_CASES, ids=str)
-def test_resident_row_copies(case, mode, multiprocessors, monkeypatch):
+def test_resident_row_copies(case, mode, multiprocessors, monkeypatch, settings_override):
     """conv_wgmma_resident's forward pass and grad_input on source rows of
     every copy size, against float64; and that it ran exactly the passes
     whose rows a copy size divides, with that size."""
-    from cupyconv import _cuda
-
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_resident(monkeypatch, multiprocessors)
-    names, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    ran = _spy_resident(monkeypatch, settings_override, multiprocessors)
+    names = settings_override.observe_launches()
     test_forward(case, mode)
     test_backward(case, mode)
     (in_w,) = case.size
@@ -822,29 +804,26 @@ _SPLIT_CASES = [
 SPLIT_MODES = [m for m in WGMMA_MODES if m[0] in _kernels.SPLIT_DTYPES]
 
 
-def _spy_split(monkeypatch, multiprocessors=None):
-    """The names of the conv_wgmma_split builds launched (it on, wherever
-    conv_wgmma_resident would run with its tile: _spy_resident)."""
-    from cupyconv import _cuda
-
-    _spy_resident(monkeypatch, multiprocessors)
-    monkeypatch.setattr(_cuda, "USE_SPLIT", True)
-    names, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
-    return names
+def _spy_split(monkeypatch, override, multiprocessors=None):
+    """The names of the kernels launched from here on (observe_launches:
+    conv_wgmma_split's builds among them), conv_wgmma_split on wherever
+    conv_wgmma_resident would run with its tile (_spy_resident)."""
+    _spy_resident(monkeypatch, override, multiprocessors)
+    override(use_split=True)
+    return override.observe_launches()
 
 
 @pytest.mark.parametrize("multiprocessors", [None, 3])
 @pytest.mark.parametrize("mode", SPLIT_MODES, ids=["-".join(m) for m in SPLIT_MODES])
 @pytest.mark.parametrize("case", _SPLIT_CASES, ids=str)
-def test_split_kernel(case, mode, multiprocessors, monkeypatch):
+def test_split_kernel(case, mode, multiprocessors, monkeypatch, settings_override):
     """conv_wgmma_split's forward pass (and grad_input, where it takes it)
     against float64, within twice torch's error, in poisoned memory; with 3
     multiprocessors' grid each block cycles its window buffers over many
     items."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    names = _spy_split(monkeypatch, multiprocessors)
+    names = _spy_split(monkeypatch, settings_override, multiprocessors)
     test_forward(case, mode)
     assert any(n.startswith("conv_wgmma_split<") for n in names), "conv_wgmma_split did not run the forward pass"
     test_backward(case, mode)
@@ -852,20 +831,18 @@ def test_split_kernel(case, mode, multiprocessors, monkeypatch):
 
 @pytest.mark.parametrize("mode", SPLIT_MODES, ids=["-".join(m) for m in SPLIT_MODES])
 @pytest.mark.parametrize("case", _SPLIT_CASES, ids=str)
-def test_split_matches_resident(case, mode, monkeypatch):
+def test_split_matches_resident(case, mode, monkeypatch, settings_override):
     """conv_wgmma_split's outputs are bitwise conv_wgmma_resident's: the same
     MMAs in the same order, the same rounding."""
-    from cupyconv import _cuda
-
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    names = _spy_split(monkeypatch, 3)
+    names = _spy_split(monkeypatch, settings_override, 3)
     rng = numpy.random.default_rng(22)
     dtype = numpy_dtype(mode[0])
     x, w, b = (_to_gpu(a, dtype) for a in case.arrays(rng, dtype))
     outputs, ran = [], []
     for split in (True, False):
-        monkeypatch.setattr(_cuda, "USE_SPLIT", split)
+        settings_override(use_split=split)
         names.clear()
         outputs.append(cupy.asnumpy(cupyconv.conv_transpose1d(x, w, b, **case.kwargs)))
         ran.append([n.split("<")[0] for n in names if n.startswith("conv_wgmma_")])
@@ -874,28 +851,25 @@ def test_split_matches_resident(case, mode, monkeypatch):
 
 
 @pytest.mark.parametrize("case", [c for c in _SPLIT_CASES if c.name in ("1d_split_p2", "1d_split_rows72_d3")], ids=str)
-def test_split_64_bit_index(case, monkeypatch):
+def test_split_64_bit_index(case, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    names = _spy_split(monkeypatch, 3)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    names = _spy_split(monkeypatch, settings_override, 3)
+    settings_override(index_type="long long")
     test_forward(case, ("bfloat16", "highest"))
     assert any(n.startswith("conv_wgmma_split<") and "long long" in n for n in names)
 
 
 @pytest.mark.parametrize("case", _ROW_COPY_CASES, ids=str)
-def test_wgmma_x3_row_copies(case, monkeypatch):
+def test_wgmma_x3_row_copies(case, monkeypatch, settings_override):
     """conv_wgmma_x3's forward pass and grad_input on float32 source rows of
     every load size (16, 8 and 4 bytes: _ROW_COPY_CASES), under 1e-5 against
     float64 in poisoned memory; and that it ran both passes, each with the
     load size its rows allow."""
-    from cupyconv import _cuda
-
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_x3(monkeypatch)
-    names, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    ran = _spy_wgmma_x3(monkeypatch, settings_override)
+    names = settings_override.observe_launches()
     test_forward(case, ("float32", "highest"))
     test_backward(case, ("float32", "highest"))
     (in_w,) = case.size
@@ -923,15 +897,12 @@ _GRAD_INPUT_ROUTES = [
 
 
 @pytest.mark.parametrize("problem, mode, kernel, copy", _GRAD_INPUT_ROUTES, ids=str)
-def test_resident_grad_input_routing(problem, mode, kernel, copy, monkeypatch):
+def test_resident_grad_input_routing(problem, mode, kernel, copy, settings_override):
     """On Hopper, P1- and P2-like grad_input take `kernel` with the copy size
     their rows allow (nowhere else a wgmma kernel); the result against
     float64 either way."""
-    from cupyconv import _cuda
-
     dtype, precision = (mode, None) if isinstance(mode, str) else mode
-    names, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    names = settings_override.observe_launches()
     problem = dict(problem)
     x_shape, w_shape = problem.pop("x"), problem.pop("w")
     case = Case("p", 1, 1, w_shape[0], w_shape[1], (w_shape[2],), (x_shape[2],), **problem)
@@ -974,40 +945,38 @@ CONV_TF32_CASES = [
 ]
 
 
-def _spy_conv_tf32(monkeypatch, multiprocessors=None):
+def _spy_conv_tf32(monkeypatch, override, multiprocessors=None):
     """The passes (forward, grad_input) conv_wgmma_tf32 ran (any number of
     rows; grad_input_phase off at stride 1).  With `multiprocessors`, its
     grid is sized for that many, so that each block works through many
     items."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "USE_CONV_TF32", "anywhere")
-    monkeypatch.setattr(_cuda, "GRAD_INPUT_PHASE_STRIDE_ONE", False)
+    override(use_conv_tf32="anywhere")
+    override(grad_input_phase_stride_one=False)
     if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
-    return _spy(monkeypatch, "_conv_tf32", lambda args: args[5])
+        override(multiprocessors=multiprocessors)
+    return _spy(monkeypatch, override, "_conv_tf32", lambda args: args[5])
 
 
 @pytest.mark.parametrize("multiprocessors", [None, 3])
 @pytest.mark.parametrize("case", CONV_TF32_CASES, ids=str)
-def test_conv_tf32_kernel(case, multiprocessors, monkeypatch):
+def test_conv_tf32_kernel(case, multiprocessors, monkeypatch, settings_override):
     """conv_wgmma_tf32's forward pass and grad_input in "tf32" against
     float64, with the usual tolerance, in poisoned memory: both passes run on
     it (on Hopper)."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_conv_tf32(monkeypatch, multiprocessors)
+    ran = _spy_conv_tf32(monkeypatch, settings_override, multiprocessors)
     test_forward(case, ("float32", "tf32"))
     test_backward(case, ("float32", "tf32"))
     assert ran == ["forward", "grad_input"]
 
 
 @pytest.mark.parametrize("case", [c for c in CONV_TF32_CASES if c.name in ("ct_tails_d3", "ct_g2")], ids=str)
-def test_conv_tf32_64_bit_index(case, monkeypatch):
+def test_conv_tf32_64_bit_index(case, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_conv_tf32(monkeypatch, 3)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    ran = _spy_conv_tf32(monkeypatch, settings_override, 3)
+    settings_override(index_type="long long")
     test_forward(case, ("float32", "tf32"))
     test_backward(case, ("float32", "tf32"))
     assert ran == ["forward", "grad_input"]
@@ -1031,40 +1000,35 @@ CONV_TF32_FOLD_CASES = [
 
 @pytest.mark.parametrize("multiprocessors", [None, 3])
 @pytest.mark.parametrize("case", CONV_TF32_FOLD_CASES, ids=str)
-def test_conv_tf32_fold(case, multiprocessors, monkeypatch):
+def test_conv_tf32_fold(case, multiprocessors, monkeypatch, settings_override):
     """conv_wgmma_tf32's FOLD builds' forward pass in "tf32" against float64,
     with the usual tolerance, in poisoned memory (on Hopper; the rule lifted,
     so that small folds run it too)."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    from cupyconv import _cuda
-
-    ran = _spy_conv_tf32(monkeypatch, multiprocessors)
-    names, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
+    ran = _spy_conv_tf32(monkeypatch, settings_override, multiprocessors)
+    names = settings_override.observe_launches()
     test_forward(case, ("float32", "tf32"))
     assert ran == ["forward"]
     ours = [n for n in names if n.startswith("conv_wgmma_tf32")]
     assert len(ours) == 1 and ours[0].endswith(", true>"), names
 
 
-def test_conv_tf32_fold_rule(monkeypatch):
-    """By default the FOLD builds take folds of CONV_TF32_MIN_FOLD or more
-    (X3) and leave smaller ones (P4's 2, X2's 8) to the other kernels."""
-    from cupyconv import _cuda
-
+def test_conv_tf32_fold_rule(monkeypatch, settings_override):
+    """By default the FOLD builds take folds of settings.conv_tf32_min_fold or
+    more (X3) and leave smaller ones (P4's 2, X2's 8) to the other kernels."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy(monkeypatch, "_conv_tf32", lambda args: args[4].stride[1])
+    ran = _spy(monkeypatch, settings_override, "_conv_tf32", lambda args: args[4].stride[1])
     for case in CONV_TF32_FOLD_CASES:
         test_forward(case, ("float32", "tf32"))
-    assert ran == [c.stride for c in CONV_TF32_FOLD_CASES if c.stride >= _cuda.CONV_TF32_MIN_FOLD]
+    assert ran == [c.stride for c in CONV_TF32_FOLD_CASES if c.stride >= cupyconv.settings.current().conv_tf32_min_fold]
     assert len(ran) == 2  # (P4's fold of 2 is not among them)
 
 
 # conv_tf32_stream: float32 forward passes in "tf32" and "highest" that fold
 # into one record with 2 taps a sub-phase (kernel = 2 x stride), with sums of
-# at least TF32X3_MIN_PRODUCTS products (64 channels a group or more), so that
+# at least settings.tf32x3_min_products products (64 channels a group or more), so that
 # "highest" takes 3xTF32 by the default rule.  An X2-like fold of 8 with a
 # channel tail in the slices and a partial second tile of (channel,
 # sub-phase) columns, a fold of 2 (unbatched, output padding, source rows of
@@ -1080,49 +1044,47 @@ CONV_TF32_STREAM_CASES = [
 ]
 
 
-def _spy_conv_tf32_stream(monkeypatch, multiprocessors=None):
-    """The names of the kernels a call launches, conv_tf32_stream's rule
-    lifted (any channel count: the resident FOLD tile would fit these)."""
-    from cupyconv import _cuda
-
-    _spy(monkeypatch, "_conv_tf32_stream", lambda args: None)
-    monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 128)  # the default rule (_spy lowers it)
-    monkeypatch.setattr(_cuda, "USE_CONV_TF32_STREAM", "anywhere")
+def _lift_conv_tf32_stream(override, multiprocessors=None):
+    """conv_tf32_stream's rule lifted (any channel count: the resident FOLD
+    tile would fit these), on small problems too (_lift)."""
+    _lift(override, "_conv_tf32_stream")
+    override(tf32x3_min_products=128)  # the default rule (_lift lowers it)
+    override(use_conv_tf32_stream="anywhere")
     if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
-    names, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
-    return names
+        override(multiprocessors=multiprocessors)
+
+
+def _spy_conv_tf32_stream(override, multiprocessors=None):
+    """The names of the kernels the calls from here on launch
+    (observe_launches), conv_tf32_stream's rule lifted (_lift_conv_tf32_stream)."""
+    _lift_conv_tf32_stream(override, multiprocessors)
+    return override.observe_launches()
 
 
 @pytest.mark.parametrize("multiprocessors", [None, 3])
 @pytest.mark.parametrize("precision", ["tf32", "highest"])
 @pytest.mark.parametrize("case", CONV_TF32_STREAM_CASES, ids=str)
-def test_conv_tf32_stream(case, precision, multiprocessors, monkeypatch):
+def test_conv_tf32_stream(case, precision, multiprocessors, settings_override):
     """conv_tf32_stream's forward pass in "tf32" (TF32) and "highest"
     (3xTF32) against float64, with the usual tolerances, in poisoned memory:
     the kernel ran, the build of the mode's passes (on Hopper).
     (conv_tf32_multicast, which takes most TF32 passes, is off here.)"""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "USE_CONV_TF32_MULTICAST", False)
-    names = _spy_conv_tf32_stream(monkeypatch, multiprocessors)
+    settings_override(use_conv_tf32_multicast=False)
+    names = _spy_conv_tf32_stream(settings_override, multiprocessors)
     test_forward(case, ("float32", precision))
     ours = [n for n in names if n.startswith("conv_tf32_stream")]
     assert ours == [_kernels.conv_tf32_stream_name("int", 2, 1 if precision == "tf32" else 3)], names
 
 
 @pytest.mark.parametrize("precision", ["tf32", "highest"])
-def test_conv_tf32_stream_64_bit_index(precision, monkeypatch):
+def test_conv_tf32_stream_64_bit_index(precision, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "USE_CONV_TF32_MULTICAST", False)
-    names = _spy_conv_tf32_stream(monkeypatch, 3)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    settings_override(use_conv_tf32_multicast=False)
+    names = _spy_conv_tf32_stream(settings_override, 3)
+    settings_override(index_type="long long")
     test_forward(CONV_TF32_STREAM_CASES[0], ("float32", precision))
     assert [n for n in names if n.startswith("conv_tf32_stream")] == [_kernels.conv_tf32_stream_name("long long", 2, 1 if precision == "tf32" else 3)]
 
@@ -1147,7 +1109,7 @@ CONV_TF32_MULTICAST_CASES = [
 
 @pytest.mark.parametrize("multiprocessors", [None, 2, 12])
 @pytest.mark.parametrize("case", CONV_TF32_MULTICAST_CASES, ids=str)
-def test_conv_tf32_multicast(case, multiprocessors, monkeypatch):
+def test_conv_tf32_multicast(case, multiprocessors, settings_override):
     """conv_tf32_multicast's forward pass in "tf32" against float64, with the
     usual tolerances, in poisoned memory, on grids of one cluster (every unit
     in turn: the buffers' phases wrap many times), of six (12
@@ -1155,17 +1117,17 @@ def test_conv_tf32_multicast(case, multiprocessors, monkeypatch):
     Hopper)."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    names = _spy_conv_tf32_stream(monkeypatch, multiprocessors)
+    names = _spy_conv_tf32_stream(settings_override, multiprocessors)
     test_forward(case, ("float32", "tf32"))
     ours = [n for n in names if n.startswith("conv_tf32")]
     assert ours == [_kernels.conv_tf32_multicast_name("int", case.stride)], names
 
 
-def test_conv_tf32_multicast_64_bit_index(monkeypatch):
+def test_conv_tf32_multicast_64_bit_index(settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    names = _spy_conv_tf32_stream(monkeypatch, 2)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    names = _spy_conv_tf32_stream(settings_override, 2)
+    settings_override(index_type="long long")
     test_forward(CONV_TF32_MULTICAST_CASES[0], ("float32", "tf32"))
     assert [n for n in names if n.startswith("conv_tf32")] == [_kernels.conv_tf32_multicast_name("long long", 8)]
 
@@ -1180,17 +1142,17 @@ def test_conv_tf32_multicast_64_bit_index(monkeypatch):
     ],
     ids=str,
 )
-def test_conv_tf32_multicast_declines(case, monkeypatch):
+def test_conv_tf32_multicast_declines(case, settings_override):
     """What conv_tf32_multicast has no build or tensor map for goes to
     conv_tf32_stream, right either way."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    names = _spy_conv_tf32_stream(monkeypatch)
+    names = _spy_conv_tf32_stream(settings_override)
     test_forward(case, ("float32", "tf32"))
     assert [n for n in names if n.startswith("conv_tf32")] == [_kernels.conv_tf32_stream_name("int", 2, 1)], names
 
 
-def test_conv_tf32_multicast_repeats_bitwise(monkeypatch):
+def test_conv_tf32_multicast_repeats_bitwise(monkeypatch, settings_override):
     """Runs of the same call give the same bits, and from the fourth call on
     the remembered replay (a new output and a new packed weight: both tensor
     maps rewritten) answers, in poisoned memory, with the checked path's."""
@@ -1198,7 +1160,10 @@ def test_conv_tf32_multicast_repeats_bitwise(monkeypatch):
         pytest.skip(_ON_HOPPER_ONLY)
     from cupyconv import _api, _cuda
 
-    names = _spy_conv_tf32_stream(monkeypatch)
+    _lift_conv_tf32_stream(settings_override)
+    # a spy on _launch, not observe_launches: that would turn remembered calls off
+    names, original = [], _cuda._launch
+    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: names.append(plan.name) or original(plan, arrays))
     case = CONV_TF32_MULTICAST_CASES[0]
     x, w, b = (cupy.asarray(a.astype(numpy.float32)) for a in case.arrays(numpy.random.default_rng(5), numpy.float32))
     _api._FAST_FORWARD.clear()
@@ -1213,34 +1178,32 @@ def test_conv_tf32_multicast_repeats_bitwise(monkeypatch):
     assert all(bool((r == runs[0]).all()) for r in runs[1:])
 
 
-def test_conv_tf32_stream_rule(monkeypatch):
+def test_conv_tf32_stream_rule(monkeypatch, settings_override):
     """By default conv_tf32_stream takes the folds whose resident FOLD tile
     does not fit (256 channels x 2 taps: X2-like), in both float32 tensor-core
     modes, and leaves those whose tile fits (64 channels) and 16-bit types
     to the other kernels; the result against float64 either way."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    from cupyconv import _cuda
-
-    ran = _spy(monkeypatch, "_conv_tf32_stream", lambda args: args[4].in_channels)
-    monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 128)
+    ran = _spy(monkeypatch, settings_override, "_conv_tf32_stream", lambda args: args[4].in_channels)
+    settings_override(tf32x3_min_products=128)
     wide = Case("cts_wide", 1, 1, 256, 16, (16,), (200,), stride=8, padding=4)
     narrow = Case("cts_narrow", 1, 1, 64, 16, (16,), (200,), stride=8, padding=4)
     for case in (wide, narrow):
         for mode in (("float32", "tf32"), ("float32", "highest"), ("float16", "highest")):
             test_forward(case, mode)
     assert ran == [256, 256]
-    assert _cuda.USE_CONV_TF32_STREAM is True
+    assert cupyconv.settings.current().use_conv_tf32_stream is True
 
 
-def test_conv_tf32_is_not_for_other_problems(monkeypatch):
+def test_conv_tf32_is_not_for_other_problems(monkeypatch, settings_override):
     """conv_wgmma_tf32 declines what it has no build or record for: float32
     "highest", 16-bit types, strided passes that do not fold (a stride that
     does not divide the kernel), 1 or 5 taps (a phase); grad_input
     of a strided pass; the result against float64 either way."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_conv_tf32(monkeypatch)
+    ran = _spy_conv_tf32(monkeypatch, settings_override)
     cases = [
         (CONV_TF32_CASES[0], ("float32", "highest")),
         (CONV_TF32_CASES[0], ("float16", "highest")),
@@ -1269,60 +1232,60 @@ GRAD_WEIGHT_WGMMA_CASES = [
 ]
 
 
-def _spy_grad_weight_wgmma(monkeypatch):
-    return _spy(monkeypatch, "_grad_weight_wgmma", lambda args: args[3])
+def _spy_grad_weight_wgmma(monkeypatch, override):
+    return _spy(monkeypatch, override, "_grad_weight_wgmma", lambda args: args[3])
 
 
 @pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_WGMMA_CASES, ids=str)
-def test_grad_weight_wgmma_kernel(case, mode, monkeypatch):
+def test_grad_weight_wgmma_kernel(case, mode, monkeypatch, settings_override):
     """grad_weight_wgmma's gradients against float64 (the usual tolerances),
     where it applies: everywhere on Hopper but odd 16-bit grad_output rows."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_wgmma(monkeypatch)
+    ran = _spy_grad_weight_wgmma(monkeypatch, settings_override)
     test_backward(case, mode)
     assert bool(ran) == (case.name != "gww_k4_op")
 
 
 @pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WGMMA_CASES if c.name in ("gww_p2like", "gww_tails_pad", "gww_g2")], ids=str)
-def test_every_grad_weight_wgmma_tile(case, tile, monkeypatch):
+def test_every_grad_weight_wgmma_tile(case, tile, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, picked = _spy_grad_weight_wgmma(monkeypatch), _force_tile(monkeypatch, "grad_weight_wgmma", tile)
+    ran, picked = _spy_grad_weight_wgmma(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "grad_weight_wgmma", tile)
     test_backward(case, ("float16", "highest"))
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WGMMA_CASES if c.name in ("gww_p1like", "gww_g2")], ids=str)
-def test_grad_weight_wgmma_64_bit_index(case, monkeypatch):
+def test_grad_weight_wgmma_64_bit_index(case, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_wgmma(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    ran = _spy_grad_weight_wgmma(monkeypatch, settings_override)
+    settings_override(index_type="long long")
     test_backward(case, ("bfloat16", "highest"))
     assert ran
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WGMMA_CASES if c.name in ("gww_p1like", "gww_p2like", "gww_g2")], ids=str)
-def test_grad_weight_wgmma_is_bitwise_deterministic(case, dtype, monkeypatch):
+def test_grad_weight_wgmma_is_bitwise_deterministic(case, dtype, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_wgmma(monkeypatch)
+    ran = _spy_grad_weight_wgmma(monkeypatch, settings_override)
     test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
     assert ran
 
 
-def _spy_grad_weight_window(monkeypatch):
+def _spy_grad_weight_window(monkeypatch, override):
     """The calls grad_weight_window served (with grad_weight_taps and
     grad_weight_wgmma, which go first where they apply, turned off)."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_cuda, "_grad_weight_taps", lambda *args: False)
-    monkeypatch.setattr(_cuda, "USE_GRAD_WEIGHT_WGMMA", False)
-    return _spy(monkeypatch, "_grad_weight_window", lambda args: args[3])  # the geometry
+    override(use_grad_weight_wgmma=False)
+    return _spy(monkeypatch, override, "_grad_weight_window", lambda args: args[3])  # the geometry
 
 
 SIXTEEN_BIT_MODES = [m for m in MODES if m[0] in ("float16", "bfloat16")]
@@ -1330,9 +1293,9 @@ SIXTEEN_BIT_MODES = [m for m in MODES if m[0] in ("float16", "bfloat16")]
 
 @pytest.mark.parametrize("mode", SIXTEEN_BIT_MODES, ids=["-".join(m) for m in SIXTEEN_BIT_MODES])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_WINDOW_CASES, ids=str)
-def test_grad_weight_window_kernel(case, mode, monkeypatch):
+def test_grad_weight_window_kernel(case, mode, monkeypatch, settings_override):
     """grad_weight_window's gradients against float64, with the usual tolerances."""
-    ran = _spy_grad_weight_window(monkeypatch)
+    ran = _spy_grad_weight_window(monkeypatch, settings_override)
     test_backward(case, mode)
     assert ran, "grad_weight_window did not run"
 
@@ -1340,39 +1303,39 @@ def test_grad_weight_window_kernel(case, mode, monkeypatch):
 @pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_WINDOW_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_k9_d4", "gw_s2_g2")], ids=str)
-def test_every_grad_weight_window_tile(case, mode, tile, monkeypatch):
-    ran, picked = _spy_grad_weight_window(monkeypatch), _force_tile(monkeypatch, "grad_weight_window", tile)
+def test_every_grad_weight_window_tile(case, mode, tile, monkeypatch, settings_override):
+    ran, picked = _spy_grad_weight_window(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "grad_weight_window", tile)
     test_backward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_s2_d2_ragged")], ids=str)
-def test_grad_weight_window_64_bit_index(case, monkeypatch):
-    ran = _spy_grad_weight_window(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+def test_grad_weight_window_64_bit_index(case, monkeypatch, settings_override):
+    ran = _spy_grad_weight_window(monkeypatch, settings_override)
+    settings_override(index_type="long long")
     test_backward(case, ("bfloat16", "highest"))
     assert ran
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_s2_g2", "gw_s4_p7")], ids=str)
-def test_grad_weight_window_is_bitwise_deterministic(case, dtype, monkeypatch):
-    ran = _spy_grad_weight_window(monkeypatch)
+def test_grad_weight_window_is_bitwise_deterministic(case, dtype, monkeypatch, settings_override):
+    ran = _spy_grad_weight_window(monkeypatch, settings_override)
     test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
     assert ran
 
 
-def _spy_grad_weight_phase(monkeypatch, multiprocessors=None):
+def _spy_grad_weight_phase(monkeypatch, override, multiprocessors=None):
     """The geometries grad_weight_phase served (small problems too); with
     `multiprocessors`, its splits are sized for that many (plans re-made)."""
     from cupyconv import _cuda
 
-    monkeypatch.setattr(_cuda, "USE_GRAD_WEIGHT_PHASE", "anywhere")
-    monkeypatch.setattr(_cuda, "USE_GRAD_PHASE_FUSED", False)  # grad_weight_phase itself, not its GX build
+    override(use_grad_weight_phase="anywhere")
+    override(use_grad_phase_fused=False)  # grad_weight_phase itself, not its GX build
     if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+        override(multiprocessors=multiprocessors)
     monkeypatch.setattr(_cuda, "_grad_weight_phase_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_phase_plan.__wrapped__))
-    return _spy(monkeypatch, "_grad_weight_phase", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_weight_phase", lambda args: args[3])  # the geometry
 
 
 FLOAT32_MODES = [("float32", "highest"), ("float32", "tf32")]
@@ -1380,20 +1343,20 @@ FLOAT32_MODES = [("float32", "highest"), ("float32", "tf32")]
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_PHASE_CASES, ids=str)
-def test_grad_weight_phase_kernel(case, mode, monkeypatch):
+def test_grad_weight_phase_kernel(case, mode, monkeypatch, settings_override):
     """grad_weight_phase's gradients (3xTF32 and TF32) against float64, with
     the usual tolerances, in poisoned memory."""
-    ran = _spy_grad_weight_phase(monkeypatch)
+    ran = _spy_grad_weight_phase(monkeypatch, settings_override)
     test_backward(case, mode)
     assert ran, "grad_weight_phase did not run"
 
 
 @pytest.mark.parametrize("multiprocessors", [1, 4096], ids=["long_splits", "one_item_splits"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_tails_g2", "gwp_k12")], ids=str)
-def test_grad_weight_phase_splits_and_64_bit_index(case, multiprocessors, monkeypatch):
+def test_grad_weight_phase_splits_and_64_bit_index(case, multiprocessors, monkeypatch, settings_override):
     """Blocks that sum many items, or one each, with 64-bit indices."""
-    ran = _spy_grad_weight_phase(monkeypatch, multiprocessors)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    ran = _spy_grad_weight_phase(monkeypatch, settings_override, multiprocessors)
+    settings_override(index_type="long long")
     test_backward(case, ("float32", "highest"))
     assert ran
 
@@ -1413,49 +1376,45 @@ def _check_float32_grad_weight_repeats(case, precision):
 
 @pytest.mark.parametrize("precision", ["highest", "tf32"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p1like", "gwp_tails_g2")], ids=str)
-def test_grad_weight_phase_is_bitwise_deterministic(case, precision, monkeypatch):
+def test_grad_weight_phase_is_bitwise_deterministic(case, precision, monkeypatch, settings_override):
     """Several splits summed by sum_splits in order: the same bits on every run."""
-    ran = _spy_grad_weight_phase(monkeypatch)
+    ran = _spy_grad_weight_phase(monkeypatch, settings_override)
     _check_float32_grad_weight_repeats(case, precision)
     assert ran
 
 
-def _spy_grad_input_phase(monkeypatch):
+def _spy_grad_input_phase(monkeypatch, override):
     """The geometries grad_input_phase served (small problems and stride 1 too)."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_PHASE", "anywhere")
-    monkeypatch.setattr(_cuda, "USE_GRAD_PHASE_FUSED", False)  # grad_input_phase itself
-    return _spy(monkeypatch, "_grad_input_phase", lambda args: args[3])  # the geometry
+    override(use_grad_input_phase="anywhere")
+    override(use_grad_phase_fused=False)  # grad_input_phase itself
+    return _spy(monkeypatch, override, "_grad_input_phase", lambda args: args[3])  # the geometry
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_PHASE_CASES, ids=str)
-def test_grad_input_phase_kernel(case, mode, monkeypatch):
+def test_grad_input_phase_kernel(case, mode, monkeypatch, settings_override):
     """grad_input_phase's gradients (3xTF32 and TF32) against float64, with
     the usual tolerances, in poisoned memory (on grad_weight_phase's cases:
     the same one-phase problems)."""
-    ran = _spy_grad_input_phase(monkeypatch)
+    ran = _spy_grad_input_phase(monkeypatch, settings_override)
     test_backward(case, mode)
     assert ran, "grad_input_phase did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_tails_g2")], ids=str)
-def test_grad_input_phase_64_bit_index(case, monkeypatch):
-    ran = _spy_grad_input_phase(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+def test_grad_input_phase_64_bit_index(case, monkeypatch, settings_override):
+    ran = _spy_grad_input_phase(monkeypatch, settings_override)
+    settings_override(index_type="long long")
     test_backward(case, ("float32", "highest"))
     assert ran
 
 
-def _check_phase_routing(monkeypatch, dispatcher, output_mask, shapes, seed):
+def _check_phase_routing(monkeypatch, override, dispatcher, output_mask, shapes, seed):
     """Each (case, expected) of `shapes` runs the backward pass (output_mask)
     in both float32 tensor-core modes and float16 at the default size rule;
     _cuda.<dispatcher> must serve it exactly where expected in float32."""
-    from cupyconv import _cuda
-
-    ran = _spy(monkeypatch, dispatcher, lambda args: args[3])
-    monkeypatch.setattr(_cuda, "WINDOW_MIN_OUTPUT", _cuda.PACK_MIN_OUTPUT)  # the default size rule (_spy lowers it)
+    ran = _spy(monkeypatch, override, dispatcher, lambda args: args[3])
+    override(window_min_output=cupyconv.settings.current().pack_min_output)  # the default size rule (_spy lowers it)
     rng = numpy.random.default_rng(seed)
     for case, expected in shapes:
         x, w, _ = case.arrays(rng, numpy.float32)
@@ -1481,47 +1440,47 @@ _PHASE_S2_D3 = Case("s2_d3", 1, 2, 32, 64, (3,), (2048,), stride=2, padding=1, d
 GRAD_PHASE_FUSED_CASES = [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_k1_s4", "gwp_unbatched", "gwp_tails_vec", "gwp_g2_one_tile")]
 
 
-def _spy_grad_phase_fused(monkeypatch, multiprocessors=None):
+def _spy_grad_phase_fused(monkeypatch, override, multiprocessors=None):
     """The geometries grad_weight_phase's GX build served (small problems
     too); with `multiprocessors`, its splits are sized for that many."""
     from cupyconv import _cuda
 
-    monkeypatch.setattr(_cuda, "USE_GRAD_PHASE_FUSED", "anywhere")
+    override(use_grad_phase_fused="anywhere")
     if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+        override(multiprocessors=multiprocessors)
     monkeypatch.setattr(_cuda, "_grad_weight_phase_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_phase_plan.__wrapped__))
-    return _spy(monkeypatch, "_grad_phase_fused", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_phase_fused", lambda args: args[3])  # the geometry
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
 @pytest.mark.parametrize("case", GRAD_PHASE_FUSED_CASES, ids=str)
-def test_grad_phase_fused_kernel(case, mode, monkeypatch):
+def test_grad_phase_fused_kernel(case, mode, monkeypatch, settings_override):
     """Both gradients from grad_weight_phase's GX build (3xTF32 and TF32)
     against float64, with the usual tolerances, in poisoned memory."""
-    ran = _spy_grad_phase_fused(monkeypatch)
+    ran = _spy_grad_phase_fused(monkeypatch, settings_override)
     test_backward(case, mode)
     assert ran, "the GX build did not run"
 
 
 @pytest.mark.parametrize("multiprocessors", [1, 4096], ids=["long_splits", "one_item_splits"])
 @pytest.mark.parametrize("case", [c for c in GRAD_PHASE_FUSED_CASES if c.name in ("gwp_p4like", "gwp_unbatched")], ids=str)
-def test_grad_phase_fused_splits_and_64_bit_index(case, multiprocessors, monkeypatch):
-    ran = _spy_grad_phase_fused(monkeypatch, multiprocessors)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+def test_grad_phase_fused_splits_and_64_bit_index(case, multiprocessors, monkeypatch, settings_override):
+    ran = _spy_grad_phase_fused(monkeypatch, settings_override, multiprocessors)
+    settings_override(index_type="long long")
     test_backward(case, ("float32", "highest"))
     assert ran
 
 
 @pytest.mark.parametrize("precision", ["highest", "tf32"])
 @pytest.mark.parametrize("case", [c for c in GRAD_PHASE_FUSED_CASES if c.name in ("gwp_p4like", "gwp_tails_vec")], ids=str)
-def test_grad_phase_fused_is_bitwise_deterministic(case, precision, monkeypatch):
+def test_grad_phase_fused_is_bitwise_deterministic(case, precision, monkeypatch, settings_override):
     """Both gradients of the GX build (grad_weight's splits summed in order,
     grad_input's halves added in a fixed order): the same bits on every run."""
     rng = numpy.random.default_rng(29)
     x, w, _ = case.arrays(rng, numpy.float32)
     gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float32))
     xg, wg = cupy.asarray(x.astype(numpy.float32)), cupy.asarray(w.astype(numpy.float32))
-    ran = _spy_grad_phase_fused(monkeypatch)
+    ran = _spy_grad_phase_fused(monkeypatch, settings_override)
     def both():
         grads = _ops(case).backward(gy, xg, wg, **case.kwargs, output_mask=(True, True, False), precision=precision)[:2]
         return [cupy.asnumpy(a).tobytes() for a in grads]
@@ -1565,7 +1524,7 @@ def test_grad_phase_fused_routing(monkeypatch):
             assert (fused[0] if fused else None) == want, (case.name, dtype, mask, precision, served)
 
 
-def test_grad_input_phase_routing(monkeypatch):
+def test_grad_input_phase_routing(monkeypatch, settings_override):
     """float32 P4-like problems (stride 2) and stride-1 problems with one tile
     of input channels a group (P1) take grad_input_phase in both tensor-core
     modes; wider stride-1 groups (P2), 16-bit types and a dilation that is
@@ -1576,13 +1535,13 @@ def test_grad_input_phase_routing(monkeypatch):
         (Case("p2", 1, 2, 128, 128, (3,), (1024,), padding=1), False),
         (_PHASE_S2_D3, False),
     ]
-    _check_phase_routing(monkeypatch, "_grad_input_phase", (True, False, False), shapes, 6)
+    _check_phase_routing(monkeypatch, settings_override, "_grad_input_phase", (True, False, False), shapes, 6)
 
 
 _PHASE_P2 = Case("p2", 1, 2, 128, 128, (3,), (1024,), padding=1)
 
 
-def test_grad_weight_phase_routing(monkeypatch):
+def test_grad_weight_phase_routing(monkeypatch, settings_override):
     """float32 P1- and P4-like problems take grad_weight_phase in both
     tensor-core modes, P2's 4 x 2 channel tiles in "tf32" only where
     grad_weight_wgmma_tf32 does not take them (before Hopper); 16-bit ones, a
@@ -1594,10 +1553,10 @@ def test_grad_weight_phase_routing(monkeypatch):
         (Case("c8", 1, 2, 8, 64, (3,), (4096,), padding=1), False),
         (_PHASE_P2, False if _is_hopper() else ("tf32",)),
     ]
-    _check_phase_routing(monkeypatch, "_grad_weight_phase", (False, True, False), shapes, 5)
+    _check_phase_routing(monkeypatch, settings_override, "_grad_weight_phase", (False, True, False), shapes, 5)
 
 
-def _spy_grad_weight_tf32(monkeypatch, multiprocessors=None):
+def _spy_grad_weight_tf32(monkeypatch, override, multiprocessors=None):
     """The geometries grad_weight_wgmma_tf32 served (small problems too, and
     with grad_weight_taps, which goes first in TF32 where it applies, turned
     off: X2-like shapes); with `multiprocessors`, its splits are sized for
@@ -1606,20 +1565,20 @@ def _spy_grad_weight_tf32(monkeypatch, multiprocessors=None):
 
     monkeypatch.setattr(_cuda, "_grad_weight_taps", lambda *args: False)
     if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+        override(multiprocessors=multiprocessors)
     monkeypatch.setattr(_cuda, "_grad_weight_tf32_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_tf32_plan.__wrapped__))
-    return _spy(monkeypatch, "_grad_weight_tf32", lambda args: args[3])
+    return _spy(monkeypatch, override, "_grad_weight_tf32", lambda args: args[3])
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_TF32_CASES, ids=str)
-def test_grad_weight_tf32_kernel(case, mode, monkeypatch):
+def test_grad_weight_tf32_kernel(case, mode, monkeypatch, settings_override):
     """grad_weight_wgmma_tf32's gradients (3xTF32 and TF32) against float64,
     with the usual tolerances, in poisoned memory, where it applies: on
     Hopper, but not to input rows that are not whole 16-byte vectors."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_tf32(monkeypatch)
+    ran = _spy_grad_weight_tf32(monkeypatch, settings_override)
     test_backward(case, mode)
     assert bool(ran) == (case.name != "gwt_odd_rows")
 
@@ -1628,28 +1587,28 @@ def test_grad_weight_tf32_kernel(case, mode, monkeypatch):
 @pytest.mark.parametrize(
     "case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_tails_pad", "gwt_g2", "gwt_fold_x2like", "gwt_fold_tails")], ids=str
 )
-def test_grad_weight_tf32_splits_and_64_bit_index(case, multiprocessors, monkeypatch):
+def test_grad_weight_tf32_splits_and_64_bit_index(case, multiprocessors, monkeypatch, settings_override):
     """Blocks that sum many items, or one each, with 64-bit indices."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_tf32(monkeypatch, multiprocessors)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    ran = _spy_grad_weight_tf32(monkeypatch, settings_override, multiprocessors)
+    settings_override(index_type="long long")
     test_backward(case, ("float32", "highest"))
     assert ran
 
 
 @pytest.mark.parametrize("precision", ["highest", "tf32"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_g2", "gwt_fold_g2")], ids=str)
-def test_grad_weight_tf32_is_bitwise_deterministic(case, precision, monkeypatch):
+def test_grad_weight_tf32_is_bitwise_deterministic(case, precision, monkeypatch, settings_override):
     """Several splits summed by sum_splits in order: the same bits on every run."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_tf32(monkeypatch)
+    ran = _spy_grad_weight_tf32(monkeypatch, settings_override)
     _check_float32_grad_weight_repeats(case, precision)
     assert ran
 
 
-def test_grad_weight_tf32_routing(monkeypatch):
+def test_grad_weight_tf32_routing(monkeypatch, settings_override):
     """On Hopper, float32 P2-like problems (stride 1, 128 channels) take
     grad_weight_wgmma_tf32 in both tensor-core modes at the default size
     rule, X2-like ones (stride 8, 16 taps) in "highest" only (ahead of
@@ -1665,16 +1624,17 @@ def test_grad_weight_tf32_routing(monkeypatch):
         (_PHASE_P1, False),
         (_PHASE_P4, False),
     ]
-    _check_phase_routing(monkeypatch, "_grad_weight_tf32", (False, True, False), shapes, 7)
+    _check_phase_routing(monkeypatch, settings_override, "_grad_weight_tf32", (False, True, False), shapes, 7)
 
 
 @contextlib.contextmanager
-def _taps_min_chunks(monkeypatch, min_chunks):
+def _taps_min_chunks(override, min_chunks):
     """The taps kernels' reductions split into pieces of at least min_chunks
-    stages (their cached plans re-made on entry and exit)."""
+    stages (their cached plans re-made on entry and exit; the setting stays
+    until the test ends)."""
     from cupyconv import _cuda
 
-    monkeypatch.setattr(_cuda, "GRAD_INPUT_TAPS_MIN_CHUNKS", min_chunks)
+    override(grad_input_taps_min_chunks=min_chunks)
     _cuda._taps_plan.cache_clear()
     try:
         yield
@@ -1682,17 +1642,17 @@ def _taps_min_chunks(monkeypatch, min_chunks):
         _cuda._taps_plan.cache_clear()
 
 
-def _spy_grad_input_taps(monkeypatch):
+def _spy_grad_input_taps(monkeypatch, override):
     """The calls grad_input_taps served."""
-    return _spy(monkeypatch, "_grad_input_taps", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_input_taps", lambda args: args[3])  # the geometry
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", GRAD_INPUT_TAPS_CASES + [c for c in CASES if c.name == "1d_vocoder"], ids=str)
-def test_grad_input_taps_kernel(case, mode, monkeypatch):
+def test_grad_input_taps_kernel(case, mode, monkeypatch, settings_override):
     """grad_input_taps's gradients against float64, with the usual tolerances;
     gi_long's reduction is split across blocks (sum_splits adds the partials)."""
-    ran = _spy_grad_input_taps(monkeypatch)
+    ran = _spy_grad_input_taps(monkeypatch, settings_override)
     test_backward(case, mode)
     assert ran, "grad_input_taps did not run"
 
@@ -1700,41 +1660,41 @@ def test_grad_input_taps_kernel(case, mode, monkeypatch):
 @pytest.mark.parametrize("tile", _kernels.GRAD_INPUT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("float16", "highest")], ids=["float32", "tf32", "float16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_fold8", "gi_g2_op4", "gi_long")], ids=str)
-def test_every_grad_input_taps_tile(case, mode, tile, monkeypatch):
-    ran, picked = _spy_grad_input_taps(monkeypatch), _force_tile(monkeypatch, "grad_input_taps", tile)
+def test_every_grad_input_taps_tile(case, mode, tile, monkeypatch, settings_override):
+    ran, picked = _spy_grad_input_taps(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "grad_input_taps", tile)
     test_backward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("min_chunks", [1, 10**6], ids=["split", "unsplit"])
 @pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_k64_s16", "gi_unbatched")], ids=str)
-def test_grad_input_taps_split_and_64_bit_index(case, min_chunks, monkeypatch):
+def test_grad_input_taps_split_and_64_bit_index(case, min_chunks, monkeypatch, settings_override):
     """Splits of one stage each (every block a partial), or none, with 64-bit indices."""
-    ran = _spy_grad_input_taps(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    with _taps_min_chunks(monkeypatch, min_chunks):
+    ran = _spy_grad_input_taps(monkeypatch, settings_override)
+    settings_override(index_type="long long")
+    with _taps_min_chunks(settings_override, min_chunks):
         test_backward(case, ("bfloat16", "highest"))
     assert ran
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_long", "gi_g2_op4")], ids=str)
-def test_grad_input_taps_is_bitwise_deterministic(case, dtype, monkeypatch):
-    ran = _spy_grad_input_taps(monkeypatch)
+def test_grad_input_taps_is_bitwise_deterministic(case, dtype, monkeypatch, settings_override):
+    ran = _spy_grad_input_taps(monkeypatch, settings_override)
     test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
     assert ran
 
 
-def _spy_grad_weight_taps(monkeypatch):
+def _spy_grad_weight_taps(monkeypatch, override):
     """The calls grad_weight_taps served."""
-    return _spy(monkeypatch, "_grad_weight_taps", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_weight_taps", lambda args: args[3])  # the geometry
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_TAPS_CASES, ids=str)
-def test_grad_weight_taps_kernel(case, mode, monkeypatch):
+def test_grad_weight_taps_kernel(case, mode, monkeypatch, settings_override):
     """grad_weight_taps's gradients against float64, with the usual tolerances."""
-    ran = _spy_grad_weight_taps(monkeypatch)
+    ran = _spy_grad_weight_taps(monkeypatch, settings_override)
     test_backward(case, mode)
     assert ran, "grad_weight_taps did not run"
 
@@ -1742,28 +1702,28 @@ def test_grad_weight_taps_kernel(case, mode, monkeypatch):
 @pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("bfloat16", "highest")], ids=["float32", "tf32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_fold8", "gwt_g2_op4", "gwt_k64_s16")], ids=str)
-def test_every_grad_weight_taps_tile(case, mode, tile, monkeypatch):
-    ran, picked = _spy_grad_weight_taps(monkeypatch), _force_tile(monkeypatch, "grad_weight_taps", tile)
+def test_every_grad_weight_taps_tile(case, mode, tile, monkeypatch, settings_override):
+    ran, picked = _spy_grad_weight_taps(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "grad_weight_taps", tile)
     test_backward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("min_chunks", [1, 10**6], ids=["split", "unsplit"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_long", "gwt_unbatched")], ids=str)
-def test_grad_weight_taps_split_and_64_bit_index(case, min_chunks, monkeypatch):
+def test_grad_weight_taps_split_and_64_bit_index(case, min_chunks, monkeypatch, settings_override):
     """Splits of one stage each (every block a partial), or none, with 64-bit indices."""
-    ran = _spy_grad_weight_taps(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    with _taps_min_chunks(monkeypatch, min_chunks):
+    ran = _spy_grad_weight_taps(monkeypatch, settings_override)
+    settings_override(index_type="long long")
+    with _taps_min_chunks(settings_override, min_chunks):
         test_backward(case, ("float16", "highest"))
     assert ran
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_long", "gwt_g2_op4")], ids=str)
-def test_grad_weight_taps_is_bitwise_deterministic(case, dtype, monkeypatch):
-    ran = _spy_grad_weight_taps(monkeypatch)
-    with _taps_min_chunks(monkeypatch, 1):  # split, so that sum_splits's order is under test
+def test_grad_weight_taps_is_bitwise_deterministic(case, dtype, monkeypatch, settings_override):
+    ran = _spy_grad_weight_taps(monkeypatch, settings_override)
+    with _taps_min_chunks(settings_override, 1):  # split, so that sum_splits's order is under test
         test_backward_is_bitwise_deterministic(case, (dtype, "highest"))
     assert ran
 
@@ -1809,18 +1769,18 @@ def test_backward_is_bitwise_deterministic(case, mode):
             assert a.tobytes() == b.tobytes()
 
 
-def _spy_grouped_backward(monkeypatch, tiles=None, multiprocessors=None):
+def _spy_grouped_backward(monkeypatch, override, tiles=None, multiprocessors=None):
     """The geometries grouped_backward served (small problems too).  With
     `tiles`, its items are that many input positions or fewer; with
     `multiprocessors`, its splits are sized for that many, so that blocks take
     several items (plans re-made)."""
     from cupyconv import _cuda
 
-    monkeypatch.setattr(_cuda, "GROUPED_MIN_INPUT", 0)
+    override(grouped_min_input=0)
     if tiles is not None:
         monkeypatch.setattr(_kernels, "GROUPED_TILES", tiles)
     if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+        override(multiprocessors=multiprocessors)
     _cuda._grouped_backward_plan.cache_clear()
     monkeypatch.setattr(_cuda, "_grouped_backward_plan", functools.lru_cache(maxsize=None)(_cuda._grouped_backward_plan.__wrapped__))
     ran, original = [], _cuda._grouped_backward
@@ -1835,30 +1795,30 @@ def _spy_grouped_backward(monkeypatch, tiles=None, multiprocessors=None):
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", GROUPED_BACKWARD_CASES, ids=str)
-def test_grouped_backward_kernel(case, mode, monkeypatch):
+def test_grouped_backward_kernel(case, mode, monkeypatch, settings_override):
     """grouped_backward's gradients against float64 (float32 "highest" under
     1e-5, the others within twice torch's error)."""
-    ran = _spy_grouped_backward(monkeypatch)
+    ran = _spy_grouped_backward(monkeypatch, settings_override)
     test_backward(case, mode)
     assert ran, "grouped_backward did not run"
 
 
 @pytest.mark.parametrize("tiles, multiprocessors", [((64,), 1), ((128,), 3), ((512,), 2)], ids=["64-1", "128-3", "512-2"])
 @pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name in ("gb_p3", "gb_c8_s3_d2", "gb_unbatched")], ids=str)
-def test_grouped_backward_items(case, tiles, multiprocessors, monkeypatch):
+def test_grouped_backward_items(case, tiles, multiprocessors, monkeypatch, settings_override):
     """Short items and few multiprocessors: blocks walk many items, items
     end inside a row and at an image's end."""
-    ran = _spy_grouped_backward(monkeypatch, tiles, multiprocessors)
+    ran = _spy_grouped_backward(monkeypatch, settings_override, tiles, multiprocessors)
     test_backward(case, ("float32", "highest"))
     test_backward(case, ("bfloat16", "highest"))
     assert ran
 
 
 @pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name in ("gb_p3", "gb_c4_m32")], ids=str)
-def test_grouped_backward_output_mask(case, monkeypatch):
+def test_grouped_backward_output_mask(case, monkeypatch, settings_override):
     """grad_input alone and grad_weight alone (smaller staging, no weight or
     no x) give the bits of the full pass."""
-    ran = _spy_grouped_backward(monkeypatch)
+    ran = _spy_grouped_backward(monkeypatch, settings_override)
     rng = numpy.random.default_rng(25)
     x, w, _ = case.arrays(rng, numpy.float32)
     out_shape = _ops(case).ref_forward(x, w, **case.kwargs).shape
@@ -1873,9 +1833,9 @@ def test_grouped_backward_output_mask(case, monkeypatch):
 
 
 @pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name in ("gb_p3", "gb_c8_s3_d2")], ids=str)
-def test_grouped_backward_64_bit_index(case, monkeypatch):
-    ran = _spy_grouped_backward(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+def test_grouped_backward_64_bit_index(case, monkeypatch, settings_override):
+    ran = _spy_grouped_backward(monkeypatch, settings_override)
+    settings_override(index_type="long long")
     test_backward(case, ("float16", "highest"))
     test_backward(case, ("float32", "highest"))  # the pipelined build
     assert ran
@@ -1883,17 +1843,14 @@ def test_grouped_backward_64_bit_index(case, monkeypatch):
 
 @pytest.mark.parametrize("pipe", [True, False], ids=["pipelined", "one-buffer"])
 @pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name != "gb_c4_m32"], ids=str)
-def test_grouped_backward_float32_builds(case, pipe, monkeypatch):
+def test_grouped_backward_float32_builds(case, pipe, monkeypatch, settings_override):
     """float32 with 8 or 16 channels a group runs the pipelined build (two
     cp.async staging buffers, grad_input's channels in two parts) unless
-    GROUPED_PIPE is off, then the one-buffer build: both against float64 in
+    grouped_pipe is off, then the one-buffer build: both against float64 in
     both float32 modes, and the launched names show which ran."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "GROUPED_PIPE", pipe)
-    ran = _spy_grouped_backward(monkeypatch)
-    launched, launch = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (launched.append(plan.name), launch(plan, arrays))[1])
+    settings_override(grouped_pipe=pipe)
+    ran = _spy_grouped_backward(monkeypatch, settings_override)
+    launched = settings_override.observe_launches()
     for mode in (("float32", "highest"), ("float32", "tf32")):
         test_backward(case, mode)
     assert ran and all(_kernels.grouped_backward_pipes(geometry, "float32") for geometry in ran)
@@ -1903,8 +1860,8 @@ def test_grouped_backward_float32_builds(case, pipe, monkeypatch):
 
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float16", "highest")], ids=["float32", "float16"])
 @pytest.mark.parametrize("case", [c for c in GROUPED_BACKWARD_CASES if c.name in ("gb_p3", "gb_unbatched")], ids=str)
-def test_grouped_backward_is_bitwise_deterministic(case, mode, monkeypatch):
-    ran = _spy_grouped_backward(monkeypatch, multiprocessors=3)
+def test_grouped_backward_is_bitwise_deterministic(case, mode, monkeypatch, settings_override):
+    ran = _spy_grouped_backward(monkeypatch, settings_override, multiprocessors=3)
     test_backward_is_bitwise_deterministic(case, mode)
     assert ran
 
@@ -1918,13 +1875,13 @@ def _grouped_forward_takes(case) -> bool:
     return _kernels.grouped_forward_applies(geometry, "float32")
 
 
-def _spy_grouped_forward(monkeypatch):
+def _spy_grouped_forward(monkeypatch, override):
     """The geometries grouped_forward served, small problems included (the
     size rule lifted, no remembered small launch)."""
     from cupyconv import _cuda
 
-    monkeypatch.setattr(_cuda, "USE_GROUPED_FORWARD", "anywhere")
-    monkeypatch.setattr(_cuda, "SMALL_FORWARD_MAX_OUTPUT", 0)
+    override(use_grouped_forward="anywhere")
+    override(small_forward_max_output=0)
     ran, original = [], _cuda._grouped_forward
 
     def spy(*args):
@@ -1937,19 +1894,19 @@ def _spy_grouped_forward(monkeypatch):
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", GROUPED_FORWARD_CASES + [c for c in CASES + LARGE_CASES if _grouped_forward_takes(c)], ids=str)
-def test_grouped_forward_kernel(case, mode, monkeypatch):
+def test_grouped_forward_kernel(case, mode, monkeypatch, settings_override):
     """grouped_forward's output against float64 (float32 "highest" under
     1e-5, the others within twice torch's error), every element written
     (poisoned memory)."""
-    ran = _spy_grouped_forward(monkeypatch)
+    ran = _spy_grouped_forward(monkeypatch, settings_override)
     test_forward(case, mode)
     assert ran, "grouped_forward did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in GROUPED_FORWARD_CASES if c.name in ("gf_p3", "gf_c2_m16_s3")], ids=str)
-def test_grouped_forward_64_bit_index(case, monkeypatch):
-    ran = _spy_grouped_forward(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+def test_grouped_forward_64_bit_index(case, monkeypatch, settings_override):
+    ran = _spy_grouped_forward(monkeypatch, settings_override)
+    settings_override(index_type="long long")
     test_forward(case, ("bfloat16", "highest"))
     assert ran
 
@@ -1982,12 +1939,12 @@ def test_grouped_forward_routing():
     assert not routed((4, 64, 64, 64), (64, 8, 3, 3), dims=2, stride=2, groups=4)
 
 
-def _spy_phase_backward(monkeypatch):
+def _spy_phase_backward(monkeypatch, override):
     """The geometries whose backward pass ran as a stride-1 problem on one
     phase of grad_output (small problems included)."""
     from cupyconv import _cuda
 
-    monkeypatch.setattr(_cuda, "USE_PHASE_BACKWARD", "anywhere")
+    override(use_phase_backward="anywhere")
     ran, original = [], _cuda._phase_grad_output
 
     def spy(gy4, geometry, *args):
@@ -2003,11 +1960,11 @@ PHASE_MODES = [("float16", "highest"), ("bfloat16", "highest")]
 
 @pytest.mark.parametrize("mode", PHASE_MODES, ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("case", PHASE_BACKWARD_CASES + [c for c in CASES + WINDOW_CASES if c.name in ("1d_big_padding", "1d_win_s2_d4_op3")], ids=str)
-def test_phase_backward(case, mode, monkeypatch):
+def test_phase_backward(case, mode, monkeypatch, settings_override):
     """The backward pass as a stride-1 problem on grad_output's one phase
     (float16 and bfloat16): gradients against float64 within twice torch's
     error, poisoned outputs."""
-    ran = _spy_phase_backward(monkeypatch)
+    ran = _spy_phase_backward(monkeypatch, settings_override)
     test_backward(case, mode)
     assert ran, "the phase rewrite did not run"
 
@@ -2033,14 +1990,14 @@ def test_phase_gather(case, index, monkeypatch):
     assert gathered.shape == expected.shape and cupy.asnumpy(gathered).tobytes() == expected.tobytes()
 
 
-def test_phase_backward_output_mask_and_routing(monkeypatch):
+def test_phase_backward_output_mask_and_routing(monkeypatch, settings_override):
     """grad_input alone and grad_weight alone give the bits of the full pass;
     P4's shape takes the rewrite, small problems and stride 2 with dilation 3
     do not."""
     from cupyconv import _cuda
 
     case = PHASE_BACKWARD_CASES[0]
-    ran = _spy_phase_backward(monkeypatch)
+    ran = _spy_phase_backward(monkeypatch, settings_override)
     rng = numpy.random.default_rng(34)
     x, w, _ = case.arrays(rng, numpy.float16)
     out_shape = _ops(case).ref_forward(x, w, **case.kwargs).shape
@@ -2053,6 +2010,7 @@ def test_phase_backward_output_mask_and_routing(monkeypatch):
         assert cupy.asnumpy(a).tobytes() == cupy.asnumpy(b).tobytes()
     assert len(ran) == 3
     monkeypatch.undo()
+    settings_override.undo()
 
     def routed(x_shape, w_shape, stride, padding, dilation, dtype="float16"):
         geometry = _geometry.make_geometry(1, x_shape, w_shape, None, stride, padding, 0, 1, dilation)
@@ -2084,9 +2042,9 @@ def test_grouped_backward_routing():
 
 
 @pytest.mark.parametrize("case", [c for c in CASES + LARGE_CASES if c.name in ("1d_s3_d2_p2_op1", "2d_per_axis", "1d_wide_channels", "1d_dw_long")], ids=str)
-def test_64_bit_index_kernels(case, monkeypatch):
+def test_64_bit_index_kernels(case, settings_override):
     """The long long instantiations (used past 2**31 elements) on small data."""
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+    settings_override(index_type="long long")
     rng = numpy.random.default_rng(24)
     x, w, b = case.arrays(rng, numpy.float32)
     oracle = _ops(case).ref_forward(x, w, b, **case.kwargs)
@@ -2105,14 +2063,14 @@ def test_64_bit_index_kernels(case, monkeypatch):
 
 
 @pytest.fixture
-def depthwise_chunk_runs(monkeypatch):
+def depthwise_chunk_runs(monkeypatch, settings_override):
     """depthwise_forward with every warp walking runs of up to 3 chunks of a
     row (the grid-size rule off, so small problems do too); the plans are
     made afresh before and after.  Returns the chunks per warp each plan took."""
     from cupyconv import _cuda
 
     monkeypatch.setattr(_kernels, "DEPTHWISE_WARP_CHUNKS", 3)
-    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", 0)  # so that the small cases reach depthwise_forward
+    settings_override(tiny_max_output=0)  # so that the small cases reach depthwise_forward
     monkeypatch.setattr(_kernels, "DEPTHWISE_MIN_WARPS_PER_SM", 0)
     taken, original = [], _kernels.depthwise_warp_chunks
     monkeypatch.setattr(_kernels, "depthwise_warp_chunks", lambda *args: taken.append(original(*args)) or taken[-1])
@@ -2265,7 +2223,7 @@ def test_direct_weight_pack(dtype):
 
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("float16", "highest")], ids=["highest", "tf32", "float16"])
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in ("1d_vocoder", "2d_depthwise", "2d_groups_dilation")], ids=str)
-def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
+def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch, settings_override):
     """A small forward pass is planned once per signature: a repeated call
     finds its launch remembered, and gives bitwise the result of the full
     dispatch (which runs with autotuning on, the remembered launch then off).
@@ -2273,7 +2231,7 @@ def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
     (test_tiny_routes)."""
     from cupyconv import _api, _autotune, _cuda
 
-    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", 0)
+    settings_override(tiny_max_output=0)
     dtype_name, precision = mode
     dtype = numpy_dtype(dtype_name)
     rng = numpy.random.default_rng(26)
@@ -2281,7 +2239,7 @@ def test_small_forward_is_one_remembered_launch(case, mode, monkeypatch):
     fn = _ops(case).forward
     _api._FAST_FORWARD.clear()  # both calls take the checked path (the first plans, the second finds the plan)
     y_first = fn(x, w, b, **case.kwargs, precision=precision)
-    assert y_first.size < _cuda.SMALL_FORWARD_MAX_OUTPUT
+    assert y_first.size < cupyconv.settings.current().small_forward_max_output
     _api._FAST_FORWARD.clear()
     before = _cuda._small_forward_launch.cache_info()
     with poisoned_allocations():
@@ -2320,7 +2278,7 @@ def test_fast_forward_matches_checked_path(case, mode, monkeypatch):
     to its remembered launch (its arguments packed once, cuLaunchKernel) and
     writes every output: bitwise the checked path's result, in poisoned
     memory, on the default stream and on another one."""
-    from cupyconv import _api, _cuda
+    from cupyconv import _api
 
     dtype_name, precision = mode
     dtype = numpy_dtype(dtype_name)
@@ -2331,7 +2289,8 @@ def test_fast_forward_matches_checked_path(case, mode, monkeypatch):
     answered = _fast_calls(monkeypatch)
     with poisoned_allocations():
         y_checked = fn(x, w, b, **case.kwargs, precision=precision)
-    if not 0 < y_checked.size < min(_cuda.SMALL_FORWARD_MAX_OUTPUT, _cuda.WINDOW_MIN_OUTPUT, _cuda.PACK_MIN_OUTPUT):
+    s = cupyconv.settings.current()
+    if not 0 < y_checked.size < min(s.small_forward_max_output, s.window_min_output, s.pack_min_output):
         assert not _api._FAST_FORWARD  # empty and large calls are planned each time
         return
     assert len(_api._FAST_FORWARD) == 1
@@ -2379,7 +2338,7 @@ def test_fast_forward_keys():
     assert cupy.allclose(y_plain + b[:, None], y, rtol=1e-6, atol=1e-6)
 
 
-def test_fast_forward_follows_settings(monkeypatch):
+def test_fast_forward_follows_settings(monkeypatch, settings_override):
     """A remembered launch stands aside when a setting its plan read changes
     (here 3xTF32's product threshold, and autotuning), so the checked path
     plans afresh."""
@@ -2393,12 +2352,13 @@ def test_fast_forward_follows_settings(monkeypatch):
     y = cupyconv.conv_transpose1d(x, w)
     cupyconv.conv_transpose1d(x, w)
     assert answered == [True]
-    monkeypatch.setattr(_cuda, "TF32X3_MIN_PRODUCTS", 1 << 30)  # float32 "highest" on CUDA cores
+    settings_override(tf32x3_min_products=1 << 30)  # float32 "highest" on CUDA cores
     before = _cuda._small_forward_launch.cache_info().misses
     y_cuda_cores = cupyconv.conv_transpose1d(x, w)
     assert answered == [True, False] and _cuda._small_forward_launch.cache_info().misses == before + 1
     assert cupy.allclose(y_cuda_cores, y, rtol=1e-5, atol=1e-5)
     monkeypatch.undo()
+    settings_override.undo()
     answered = _fast_calls(monkeypatch)
     monkeypatch.setattr(_autotune, "enabled", lambda: True)
     monkeypatch.setattr(_cuda, "_pick", lambda family, key, candidates, heuristic, launch: heuristic)
@@ -2446,12 +2406,12 @@ def test_fast_forward_spare_output(monkeypatch):
         assert cupy.array_equal(y, y_checked)
 
 
-def test_fast_forward_without_spare(monkeypatch):
-    """Outputs over SPARE_OUTPUT_MAX_BYTES get no spare: each call allocates
-    its own output before the launch."""
-    from cupyconv import _api, _cuda
+def test_fast_forward_without_spare(monkeypatch, settings_override):
+    """Outputs over settings.spare_output_max_bytes get no spare: each call
+    allocates its own output before the launch."""
+    from cupyconv import _api
 
-    monkeypatch.setattr(_cuda, "SPARE_OUTPUT_MAX_BYTES", 0)
+    settings_override(spare_output_max_bytes=0)
     rng = numpy.random.default_rng(32)
     x = cupy.asarray(rng.standard_normal((1, 4, 5)), dtype=numpy.float32)
     w = cupy.asarray(rng.standard_normal((4, 8, 3)), dtype=numpy.float32)
@@ -2480,12 +2440,10 @@ def _spy_tiny(monkeypatch):
 
 @pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_forward_past_tiny(case, mode, monkeypatch):
+def test_forward_past_tiny(case, mode, monkeypatch, settings_override):
     """The small forward passes on the kernels they take with conv_tiny off
     (conv_gemm, conv_mma, depthwise_forward)."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", 0)
+    settings_override(tiny_max_output=0)
     made = _spy_tiny(monkeypatch)
     test_forward(case, mode)
     assert not made
@@ -2510,21 +2468,19 @@ def test_tiny_routes(case, mode, monkeypatch):
         m.setattr(_autotune, "enabled", lambda: True)
         m.setattr(_cuda, "_pick", lambda family, key, candidates, heuristic, launch: pytest.fail(f"{family} tuned"))
         assert cupy.array_equal(fn(x, w, b, **case.kwargs, precision=mode[1]), y)
-    with monkeypatch.context() as m:
-        m.setattr(_kernels, "index_type", lambda *counts: "long long")
+    with cupyconv.settings.override(index_type="long long"):
         count = len(made)
         test_forward(case, mode)
         assert len(made) == count + 1
     geometry = _geometry.geometry_of(case.dims, x.shape, w.shape, b.shape, case.stride, case.padding, case.output_padding, case.groups, case.dilation)
-    for name, value in (("TINY_MAX_OUTPUT", y.size - 1), ("TINY_MAX_PRODUCTS", _cuda._products_per_output(geometry, "forward") - 1e-9)):
-        with monkeypatch.context() as m:
-            m.setattr(_cuda, name, value)
+    for name, value in (("tiny_max_output", y.size - 1), ("tiny_max_products", _cuda._products_per_output(geometry, "forward") - 1e-9)):
+        with cupyconv.settings.override(**{name: value}):
             count = len(made)
             test_forward(case, mode)
             assert len(made) == count, name
 
 
-# The remembered forward call (_cuda.USE_REMEMBERED_FORWARD): the bench
+# The remembered forward call (settings.use_remembered_forward): the bench
 # problems at a smaller batch or length, so that each reaches its route
 # (conv_window and its fill, conv_wgmma, conv_fold, the grouped and depthwise
 # kernels, conv_direct, conv_gemm) past the small-call path.
@@ -2573,7 +2529,7 @@ def test_remembered_forward_replays_routes(case, mode, monkeypatch):
     _api._FAST_FORWARD.clear()
     _cuda._REMEMBER_SEEN.clear()
     first = fn(x, w, b, **case.kwargs, precision=precision)
-    assert first.size >= _cuda.SMALL_FORWARD_MAX_OUTPUT
+    assert first.size >= cupyconv.settings.current().small_forward_max_output
     names = list(launched)
     for _ in range(2):
         assert cupy.array_equal(fn(x, w, b, **case.kwargs, precision=precision), first)
@@ -2615,8 +2571,8 @@ def test_remembered_forward_replays_routes(case, mode, monkeypatch):
     assert float(abs(moved - reference64).max()) <= 1e-2 * float(abs(reference64).max())
 
 
-def test_remembered_forward_follows_settings(monkeypatch):
-    """A replay recorded before a setting changed (here USE_WINDOW_FILL, as a
+def test_remembered_forward_follows_settings(monkeypatch, settings_override):
+    """A replay recorded before a setting changed (here use_window_fill, as a
     user or a test sets it) forgets itself: the next calls take the checked
     path, which routes by the new setting, and a new recording is made."""
     from cupyconv import _api, _cuda
@@ -2630,7 +2586,7 @@ def test_remembered_forward_follows_settings(monkeypatch):
         cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
     (key,) = _api._FAST_FORWARD
     launched, _ = _remember_spies(monkeypatch)
-    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", not _cuda.USE_WINDOW_FILL)
+    settings_override(use_window_fill=not cupyconv.settings.current().use_window_fill)
     other = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
     assert launched and key not in _api._FAST_FORWARD
     assert cupy.allclose(other.astype(numpy.float32), y.astype(numpy.float32), rtol=2e-2, atol=2e-2)
@@ -2748,7 +2704,7 @@ def test_remembered_backward_replays_routes(case, mode, mask, monkeypatch):
     assert _grads_equal(replayed, checked) and _grads_equal(on_stream, checked)
 
 
-def test_remembered_backward_keys(monkeypatch):
+def test_remembered_backward_keys(monkeypatch, settings_override):
     """A backward call is remembered under its arrays' shapes, strides and
     dtypes, its arguments and its output_mask: another mask, a strided input
     or a mask that is not bools takes the checked path; the torch adapter's
@@ -2765,7 +2721,8 @@ def test_remembered_backward_keys(monkeypatch):
     for _ in range(2):  # recorded, then checked
         cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
     (key,) = _api._FAST_BACKWARD
-    launched, _ = _remember_spies(monkeypatch)  # (a new setting: the recording is made again)
+    launched, _ = _remember_spies(monkeypatch)
+    settings_override(tiny_max_output=cupyconv.settings.current().tiny_max_output)  # a new setting: the recording is made again
     for _ in range(4):
         assert _grads_equal(cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs), grads)
     count = len(launched)  # three checked calls; the fourth replayed
@@ -2806,28 +2763,28 @@ OVERLAP_MODES = [("float16", "highest"), ("bfloat16", "highest"), ("float32", "t
 
 @pytest.mark.parametrize("mode", OVERLAP_MODES, ids=["float16", "bfloat16", "tf32"])
 @pytest.mark.parametrize("case", OVERLAP_CASES, ids=str)
-def test_grad_input_overlap(case, mode, monkeypatch):
+def test_grad_input_overlap(case, mode, settings_override):
     """grad_input_overlap (forced on) against float64, within twice torch's
     error (test_backward), and the kernel ran."""
     from cupyconv import _cuda
 
     if _cuda._compute_capability() != 90:
         pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
-    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
-    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_MULTICAST", False)  # (float's own build: test_grad_input_multicast takes the default)
-    ran, launch = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    settings_override(use_grad_input_overlap=True)
+    settings_override(use_grad_input_multicast=False)  # (float's own build: test_grad_input_multicast takes the default)
+    ran = settings_override.observe_launches()
     test_backward(case, mode)
     assert any(name.startswith("grad_input_overlap<") for name in ran), ran
 
 
-def _spy_launches(monkeypatch, multiprocessors=None):
+def _spy_launches(monkeypatch, override, multiprocessors=None):
     """(name, blocks) of each launch from here on, with the device's
-    multiprocessor count taken as `multiprocessors` where given."""
+    multiprocessor count taken as `multiprocessors` where given.  (A spy on
+    _launch: observe_launches gives names only.)"""
     from cupyconv import _cuda
 
     if multiprocessors is not None:
-        monkeypatch.setattr(_cuda, "_multiprocessors", lambda: multiprocessors)
+        override(multiprocessors=multiprocessors)
     ran, launch = [], _cuda._launch
     monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append((plan.name, plan.blocks)), launch(plan, arrays))[1])
     return ran
@@ -2835,7 +2792,7 @@ def _spy_launches(monkeypatch, multiprocessors=None):
 
 @pytest.mark.parametrize("multiprocessors", [None, 2, 12])
 @pytest.mark.parametrize("case", OVERLAP_CASES, ids=str)
-def test_grad_input_multicast(case, multiprocessors, monkeypatch):
+def test_grad_input_multicast(case, multiprocessors, monkeypatch, settings_override):
     """grad_input_multicast, which takes the float32 "tf32" grad_input of
     these problems, against float64 within twice torch's error
     (test_backward), in poisoned memory, on grids of one cluster (every unit
@@ -2843,7 +2800,7 @@ def test_grad_input_multicast(case, multiprocessors, monkeypatch):
     it ran, and grad_input_overlap did not."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_launches(monkeypatch, multiprocessors)
+    ran = _spy_launches(monkeypatch, settings_override, multiprocessors)
     test_backward(case, ("float32", "tf32"))
     names = [name for name, _ in ran]
     assert names.count(_kernels.grad_input_multicast_name("int")) == 1 and names.count(_kernels.PACK_MULTICAST_WEIGHT) == 1, names
@@ -2853,17 +2810,17 @@ def test_grad_input_multicast(case, multiprocessors, monkeypatch):
         assert blocks % 2 == 0 and blocks <= multiprocessors  # whole clusters, one a unit at most
 
 
-def test_grad_input_multicast_64_bit_index(monkeypatch):
+def test_grad_input_multicast_64_bit_index(monkeypatch, settings_override):
     """The build with 64-bit indices (taken where an array passes 2**31 elements)."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    ran = _spy_launches(monkeypatch, 4)
+    settings_override(index_type="long long")
+    ran = _spy_launches(monkeypatch, settings_override, 4)
     test_backward(OVERLAP_CASES[0], ("float32", "tf32"))
     assert _kernels.grad_input_multicast_name("long long") in [name for name, _ in ran], ran
 
 
-def test_grad_input_multicast_repeats_bitwise(monkeypatch):
+def test_grad_input_multicast_repeats_bitwise(monkeypatch, settings_override):
     """Runs of the same backward call give the same bits, and from the
     fourth call on the remembered replay (new arrays: both tensor maps
     rewritten) answers, in poisoned memory, with the checked path's; a
@@ -2877,7 +2834,7 @@ def test_grad_input_multicast_repeats_bitwise(monkeypatch):
     rng = numpy.random.default_rng(41)
     x, w, _ = (cupy.asarray(a.astype(numpy.float32)) if a is not None else None for a in case.arrays(rng, numpy.float32))
     gy = cupy.asarray(rng.standard_normal(cupyconv.conv_transpose1d(x, w, **case.kwargs).shape).astype(numpy.float32))
-    ran = _spy_launches(monkeypatch)
+    ran = _spy_launches(monkeypatch, settings_override)
     _api._FAST_BACKWARD.clear()
     _cuda._REMEMBER_SEEN.clear()
     run = lambda weight: cupyconv.conv_transpose1d_backward(gy, x, weight, **case.kwargs, precision="tf32")
@@ -2896,23 +2853,22 @@ def test_grad_input_multicast_repeats_bitwise(monkeypatch):
 
 
 @pytest.mark.parametrize("mode", [("bfloat16", "highest"), ("float32", "tf32")], ids=["bfloat16", "tf32"])
-def test_grad_input_overlap_64_bit_index(mode, monkeypatch):
+def test_grad_input_overlap_64_bit_index(mode, settings_override):
     """The builds with 64-bit indices (taken where an array passes 2**31 elements)."""
     from cupyconv import _cuda
 
     if _cuda._compute_capability() != 90:
         pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
-    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
-    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_MULTICAST", False)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    ran, launch = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    settings_override(use_grad_input_overlap=True)
+    settings_override(use_grad_input_multicast=False)
+    settings_override(index_type="long long")
+    ran = settings_override.observe_launches()
     test_backward(OVERLAP_CASES[1], mode)
     assert any(name.startswith("grad_input_overlap<") and name.endswith("long long>") for name in ran), ran
 
 
 @pytest.mark.parametrize("mode", [("float16", "highest"), ("float32", "tf32")], ids=["float16", "tf32"])
-def test_pack_overlap_weight_reads_any_alignment(mode, monkeypatch):
+def test_pack_overlap_weight_reads_any_alignment(mode, settings_override):
     """pack_overlap_weight reads a 16-tap row as 16-byte vectors where it
     lies on a 16-byte boundary, else element by element: a weight one
     element off that boundary gives grad_input bit for bit."""
@@ -2920,8 +2876,8 @@ def test_pack_overlap_weight_reads_any_alignment(mode, monkeypatch):
 
     if _cuda._compute_capability() != 90:
         pytest.skip("grad_input_overlap is built for compute capability 9.0 only")
-    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_OVERLAP", True)
-    monkeypatch.setattr(_cuda, "USE_GRAD_INPUT_MULTICAST", False)  # (float: the overlap build's pack; test_grad_input_multicast_repeats_bitwise reads pack_multicast_weight's)
+    settings_override(use_grad_input_overlap=True)
+    settings_override(use_grad_input_multicast=False)  # (float: the overlap build's pack; test_grad_input_multicast_repeats_bitwise reads pack_multicast_weight's)
     dtype, precision = numpy.dtype(mode[0]), mode[1]
     case = OVERLAP_CASES[0]
     rng = numpy.random.default_rng(24)
@@ -2931,8 +2887,7 @@ def test_pack_overlap_weight_reads_any_alignment(mode, monkeypatch):
     shifted = cupy.empty(wg.size + 1, dtype=wg.dtype)[1:].reshape(wg.shape)
     shifted[...] = wg
     assert shifted.data.ptr % 16 == dtype.itemsize
-    ran, launch = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (ran.append(plan.name), launch(plan, arrays))[1])
+    ran = settings_override.observe_launches()
     run = lambda weight: cupyconv.conv_transpose1d_backward(gy, xg, weight, **case.kwargs, output_mask=(True, False, False), precision=precision)[0]  # noqa: E731
     assert cupy.asnumpy(run(shifted)).tobytes() == cupy.asnumpy(run(wg)).tobytes()
     assert sum(name.startswith("pack_overlap_weight<") for name in ran) == 2, ran
@@ -3006,7 +2961,7 @@ def test_grad_weight_overlap(case, copy, mode, monkeypatch):
 
 @pytest.mark.parametrize("multiprocessors", [None, 4])
 @pytest.mark.parametrize("case", [c for c, _ in GRAD_WEIGHT_OVERLAP_CASES], ids=str)
-def test_grad_weight_multicast(case, multiprocessors, monkeypatch):
+def test_grad_weight_multicast(case, multiprocessors, monkeypatch, settings_override):
     """grad_weight_multicast, which takes the float32 "tf32" grad_weight of
     these problems, against float64 within twice torch's error
     (test_backward), in poisoned memory (its rounded copy of x, its float
@@ -3015,7 +2970,7 @@ def test_grad_weight_multicast(case, multiprocessors, monkeypatch):
     second run."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_launches(monkeypatch, multiprocessors)
+    ran = _spy_launches(monkeypatch, settings_override, multiprocessors)
     test_backward(case, ("float32", "tf32"))
     names = [name for name, _ in ran]
     ours = [name for name in names if name.startswith("grad_weight_multicast<")]
@@ -3034,12 +2989,12 @@ def test_grad_weight_multicast(case, multiprocessors, monkeypatch):
     assert cupy.array_equal(first, again)
 
 
-def test_grad_weight_multicast_64_bit_index(monkeypatch):
+def test_grad_weight_multicast_64_bit_index(monkeypatch, settings_override):
     """The build with 64-bit indices (taken where an array passes 2**31 elements)."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
-    ran = _spy_launches(monkeypatch)
+    settings_override(index_type="long long")
+    ran = _spy_launches(monkeypatch, settings_override)
     test_backward(GRAD_WEIGHT_OVERLAP_CASES[4][0], ("float32", "tf32"))
     assert _kernels.grad_weight_multicast_name("long long") in [name for name, _ in ran], ran
 
@@ -3081,36 +3036,30 @@ DIRECT_CASES = CASES + LARGE_CASES + [
 ]
 
 
-def _spy_direct(monkeypatch):
+def _spy_direct(override):
     """conv_direct on every forward pass, small ones included; returns the
-    geometries it ran."""
-    from cupyconv import _cuda
+    names of the kernels launched from here on (observe_launches)."""
+    override(direct_max_products_tensor_cores=10**9, direct_max_products_cuda_cores=10**9, direct_max_products_full_rows=10**9)
+    override(direct_min_output=0)
+    override(small_forward_max_output=0)
+    override(use_grouped_forward=False)
+    override(use_window_fill=False)
+    return override.observe_launches()
 
-    monkeypatch.setattr(_cuda, "DIRECT_MAX_PRODUCTS", dict.fromkeys(_cuda.DIRECT_MAX_PRODUCTS, 10**9))
-    monkeypatch.setattr(_cuda, "DIRECT_MIN_OUTPUT", 0)
-    monkeypatch.setattr(_cuda, "SMALL_FORWARD_MAX_OUTPUT", 0)
-    monkeypatch.setattr(_cuda, "USE_GROUPED_FORWARD", False)
-    monkeypatch.setattr(_cuda, "USE_WINDOW_FILL", False)
-    ran, original = [], _cuda._direct_plan
 
-    def spy(geometry, *args):
-        plan = original(geometry, *args)
-        if plan is not None:
-            ran.append(geometry)
-        return plan
-
-    monkeypatch.setattr(_cuda, "_direct_plan", spy)
-    return ran
+def _directs(names) -> list:
+    """The conv_direct launches among `names` (one a forward pass it served)."""
+    return [name for name in names if name.startswith("conv_direct<")]
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
 @pytest.mark.parametrize("case", DIRECT_CASES, ids=str)
-def test_direct_kernel(case, mode, monkeypatch):
+def test_direct_kernel(case, mode, settings_override):
     """conv_direct's forward pass in every dtype and mode, against float64."""
-    ran = _spy_direct(monkeypatch)
+    ran = _spy_direct(settings_override)
     test_forward(case, mode)
     if case.batch != 0 and case.in_channels != case.groups:  # empty outputs launch nothing; depthwise has its stencil
-        assert ran, "conv_direct did not run"
+        assert _directs(ran), "conv_direct did not run"
 
 
 @pytest.fixture
@@ -3132,21 +3081,21 @@ def direct_tiles_per_block(monkeypatch):
 @pytest.mark.parametrize("per_block", [1, 3])
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("bfloat16", "highest")], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in DIRECT_CASES if c.name in ("2d_s5_d2_tall", "1d_s2_d2_long", "2d_per_axis", "1d_s3_k7_g3")], ids=str)
-def test_direct_blocks_of_several_tiles(case, mode, per_block, monkeypatch, direct_tiles_per_block):
+def test_direct_blocks_of_several_tiles(case, mode, per_block, settings_override, direct_tiles_per_block):
     """Blocks of 1 tile and of 3 (runs that cross rows and end mid-class)."""
-    ran = _spy_direct(monkeypatch)
+    ran = _spy_direct(settings_override)
     direct_tiles_per_block(per_block)
     test_forward(case, mode)
-    assert ran
+    assert _directs(ran)
 
 
 @pytest.mark.parametrize("tile", _kernels.DIRECT_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float16", "highest"), ("float64", "highest")], ids=["float32", "float16", "float64"])
 @pytest.mark.parametrize("case", [c for c in DIRECT_CASES if c.name in ("1d_mid_channels", "2d_s5_d2_tall", "1d_s3_k7_g3")], ids=str)
-def test_every_direct_tile(case, mode, tile, monkeypatch):
-    ran, picked = _spy_direct(monkeypatch), _force_tile(monkeypatch, "conv_direct", tile)
+def test_every_direct_tile(case, mode, tile, monkeypatch, settings_override):
+    ran, picked = _spy_direct(settings_override), _force_tile(monkeypatch, settings_override, "conv_direct", tile)
     test_forward(case, mode)
-    assert ran and picked, "the tile under test did not run"
+    assert _directs(ran) and picked, "the tile under test did not run"
 
 
 # (problem, mode, conv_direct expected) under the default thresholds: P5's
@@ -3217,14 +3166,11 @@ _WGMMA_ROUTES = [
 
 
 @pytest.mark.parametrize("problem, mode, expected", _WGMMA_ROUTES, ids=lambda v: v if isinstance(v, bool) else str(v))
-def test_wgmma_routing(problem, mode, expected, monkeypatch):
+def test_wgmma_routing(problem, mode, expected, settings_override):
     """Which benchmark-like 1D shapes take which wgmma kernel with no
     threshold changed (on Hopper; nowhere else), and that the result is right
     either way."""
-    from cupyconv import _cuda
-
-    ran, original = [], _cuda._launch
-    monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: ran.append(plan.name.split("<")[0]) or original(plan, arrays))
+    names = settings_override.observe_launches()
     problem = dict(problem)
     x_shape, w_shape = problem.pop("x"), problem.pop("w")
     dtype = numpy_dtype(mode[0])
@@ -3232,6 +3178,7 @@ def test_wgmma_routing(problem, mode, expected, monkeypatch):
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
     y = cupyconv.conv_transpose1d(_to_gpu(x, dtype), _to_gpu(w, dtype), **problem, precision=mode[1])
+    ran = [name.split("<")[0] for name in names]
     wgmma = [name for name in ran if name.startswith(("conv_wgmma", "conv_fold", "conv_tf32_stream", "conv_tf32_multicast"))]
     assert wgmma == ([expected] if expected and _is_hopper() else []), ran
     oracle = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), **problem)
@@ -3240,11 +3187,11 @@ def test_wgmma_routing(problem, mode, expected, monkeypatch):
 
 
 @pytest.mark.parametrize("case", [c for c in DIRECT_CASES if c.name in ("2d_s5_d2_tall", "1d_s3_k7_g3")], ids=str)
-def test_direct_64_bit_index(case, monkeypatch):
-    ran = _spy_direct(monkeypatch)
-    monkeypatch.setattr(_kernels, "index_type", lambda *counts: "long long")
+def test_direct_64_bit_index(case, settings_override):
+    ran = _spy_direct(settings_override)
+    settings_override(index_type="long long")
     test_forward(case, ("float32", "highest"))
-    assert ran
+    assert _directs(ran)
 
 
 def test_non_contiguous_gpu_input():

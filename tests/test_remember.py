@@ -1,4 +1,4 @@
-"""Remembered calls (_cuda.USE_REMEMBERED_FORWARD, USE_REMEMBERED_BACKWARD) without a GPU:
+"""Remembered calls (settings.use_remembered_forward, use_remembered_backward) without a GPU:
 how a recording maps each launch's pointers onto the call's arrays, its
 temporaries and the constants, when it refuses to remember, and the module
 watch that forgets recordings when a setting changes.  tests/test_gpu.py

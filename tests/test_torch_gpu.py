@@ -244,13 +244,13 @@ SMALL_FORWARDS = {
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("route", SMALL_FORWARDS)
-def test_remembered_small_forward(route, dtype, monkeypatch, poisoned, tf32):
+def test_remembered_small_forward(route, dtype, monkeypatch, poisoned, tf32, settings_override):
     """A small forward pass (one launch) is checked once, then launched on the
     tensors' addresses (_bridge._FAST_FORWARD): on torch's current stream,
     into a torch tensor (poisoned), bit for bit the checked call's output.
     A call without the bias, with a non-contiguous input, or after a setting
     changed takes the checked path."""
-    from cupyconv import _cuda
+    from cupyconv import _cuda, settings
 
     tf32(False)
     checked, streams = [], []
@@ -278,7 +278,7 @@ def test_remembered_small_forward(route, dtype, monkeypatch, poisoned, tf32):
     strided = x.transpose(1, 2).contiguous().transpose(1, 2)
     assert not strided.is_contiguous() and torch.equal(ct.conv_transpose1d(strided, w, b, stride=2), first)
     assert len(checked) == 3 and len(_bridge._FAST_FORWARD) == 2
-    monkeypatch.setattr(_cuda, "TINY_MAX_OUTPUT", _cuda.TINY_MAX_OUTPUT)  # any setting: the remembered launches are stale
+    settings_override(tiny_max_output=settings.current().tiny_max_output)  # any setting: the remembered launches are stale
     assert torch.equal(ct.conv_transpose1d(x, w, b, stride=2), first) and len(checked) == 4
 
 
