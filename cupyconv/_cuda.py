@@ -28,7 +28,8 @@ from ._launch import (
     _multiprocessors,
     _phase_table,
     _tuned,
-    observe_launches,  # noqa: F401 (the tests' entry point, re-exported)
+    observe_launches,  # noqa: F401 (the tests' entry points, re-exported)
+    observe_plans,  # noqa: F401
 )  # fmt: skip
 from ._plan import Copy, Device, Plan, Problem, Step, Sub, Table
 from ._registry import _candidates, _choose
@@ -504,7 +505,7 @@ def _backward(grad_output, x, weight, geometry: Geometry, output_mask, precision
         )  # fmt: skip
         family = _choose(p, _S())
         if family is not None:
-            _run(family.plan(p, None), {"grad_output": gy4, "x": x4, "weight": weight, "grad_input": grad_input, "grad_weight": grad_weight})
+            _run(family.plan(p, None), {"grad_output": gy4, "x": x4, "weight": weight, "grad_input": grad_input, "grad_weight": grad_weight}, p)
             want_input = want_weight = False
     # grad_weight first: its main kernel needs nothing made in the call, so the
     # GPU starts on it at once, and grad_input's weight pack and launches are
@@ -548,8 +549,11 @@ def _problem(op: str, geometry: Geometry, dtype: str, precision: str, arrays, wa
     return Problem(op, geometry, dtype, precision, _device(), alignment, wants)
 
 
-def _run(plan: Plan, arrays: dict) -> None:
-    """The plan's steps on `arrays` (role -> array), its buffers allocated first."""
+def _run(plan: Plan, arrays: dict, p: Problem = None) -> None:
+    """The plan's steps on `arrays` (role -> array), its buffers allocated
+    first; `p`, the problem it was made for, is handed to observe_plans()."""
+    for served in _RECORDING.plan_observers:
+        served.append((p, plan))
     bound = dict(arrays)
     copies = {step.dest for step in plan.steps if isinstance(step, Copy)}
     for k, buffer in enumerate(plan.buffers):
@@ -571,12 +575,16 @@ def _run_pass(p: Problem, arrays: dict) -> None:
     with autotuning on, the fastest of every (family, tile) candidate of the
     families that do not reject p, timed on these arrays once per device and
     signature and remembered on disk."""
+    s = _S()
     if not _autotune.enabled():
-        family = _choose(p, _S())
-        _run(family.plan(p, family.heuristic(p)), arrays)
+        family = _choose(p, s)
+        tile = family.heuristic(p)
+        if s.tile is not None and s.tile[0] == family.name and s.tile[1] in family.tiles(p):
+            tile = s.tile[1]
+        _run(family.plan(p, tile), arrays, p)
         return
     family, tile = _tuned_choice(p, arrays)
-    _run(family.plan(p, tile), arrays)
+    _run(family.plan(p, tile), arrays, p)
 
 
 def _tuned_choice(p: Problem, arrays: dict):

@@ -247,6 +247,7 @@ _PACKED: dict = {}
 class _Recording(threading.local):
     recorder = None  # the _Recorder of this thread's call being recorded (forward or backward), if any
     observers = ()  # the callbacks of watch_launches() blocks open on this thread
+    plan_observers = ()  # the lists of observe_plans() blocks open on this thread
 
 
 _RECORDING = _Recording()
@@ -281,6 +282,20 @@ def observe_launches():
     names = []
     with watch_launches(lambda plan, arrays: names.append(plan.name)):
         yield names
+
+
+@contextlib.contextmanager
+def observe_plans():
+    """(problem, plan) for every pass this thread runs in the block, in order:
+    which family served which pass, with which tile (tests).  Remembered
+    calls are off in the block, as in observe_launches."""
+    served = []
+    _RECORDING.plan_observers = _RECORDING.plan_observers + (served,)
+    try:
+        with settings.override(use_remembered_forward=False, use_remembered_backward=False):
+            yield served
+    finally:
+        _RECORDING.plan_observers = tuple(o for o in _RECORDING.plan_observers if o is not served)
 
 
 @contextlib.contextmanager
