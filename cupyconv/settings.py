@@ -57,6 +57,8 @@ class Settings:
     use_wgmma_x3_anywhere: bool = False
     wgmma_x3_min_rows: int = 64
     wgmma_x3_max_rows: int = 4096
+    use_grad_input_taps: bool = True
+    use_grad_weight_taps: bool = True
     grad_input_taps_min_chunks: int = 16
     grad_input_taps_blocks_per_multiprocessor: int = 2
     use_grad_input_overlap: bool = True

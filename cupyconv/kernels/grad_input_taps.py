@@ -66,6 +66,8 @@ class Taps(Family):
         }[pass_name]
 
     def reject(self, p):
+        if not getattr(_S(), f"use_{self.pass_name}_taps"):
+            return f"off (use_{self.pass_name}_taps)"
         passes = _problem_passes(p)
         if not passes:
             return "not on tensor cores"
