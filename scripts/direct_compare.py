@@ -11,6 +11,7 @@ errors against float64.  The heuristic's choice is marked.
 import sys
 
 from cupyconv import _cuda, _kernels, bench
+from cupyconv.kernels import conv_direct
 
 
 def main(problem_ids, modes):
@@ -25,11 +26,11 @@ def main(problem_ids, modes):
             runs = [("GEMMs", -1, tiles)] + [(f"direct {t.bm}x{t.tn}" + (" (heuristic)" if t == heuristic else ""), 10**9, (t,)) for t in tiles]
             for label, limit, only in runs:
                 _cuda.DIRECT_MAX_PRODUCTS = {k: limit for k in limits}
-                _kernels.DIRECT_TILES = only
+                _kernels.DIRECT_TILES = conv_direct.DIRECT_TILES = only  # _cuda's candidates and direct_heuristic's
                 try:
                     (row,) = bench.run_gpu([problem], dtype, precision, 5, 20, use_torch=True)
                 finally:
-                    _cuda.DIRECT_MAX_PRODUCTS, _kernels.DIRECT_TILES = limits, tiles
+                    _cuda.DIRECT_MAX_PRODUCTS, _kernels.DIRECT_TILES, conv_direct.DIRECT_TILES = limits, tiles, tiles
                 print(
                     f"| {pid} | {mode} | {label} | {row.ours_ms:.3f} | {row.torch_ms:.3f} | {row.torch_ms / row.ours_ms:.2f}x "
                     f"| {row.ours_error:.2e} | {row.torch_error:.2e} |",

@@ -16,12 +16,13 @@ conv_wgmma_x3 served.
 import sys
 
 from cupyconv import _cuda, _kernels, bench
+from cupyconv.kernels import conv_wgmma
 
 
 def main(problem_ids, rounds=2, backward=False):
     print("| id | pass | setting | ms | torch ms | speed-up | error | torch error | x3 passes |")
     print("|---|---|---|---|---|---|---|---|---|")
-    original = (_cuda.USE_WGMMA_X3, _cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, _kernels.WGMMA_X3_CHAIN)
+    original = (_cuda.USE_WGMMA_X3, _cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, conv_wgmma.WGMMA_X3_CHAIN)
     served = []
 
     def counting(*args):
@@ -39,7 +40,7 @@ def main(problem_ids, rounds=2, backward=False):
                 for name, on, tile, chain in settings:
                     _cuda.USE_WGMMA_X3 = on
                     _cuda.WGMMA_X3_TILES = (tile,) if tile is not None else original[1]
-                    _kernels.WGMMA_X3_CHAIN = chain
+                    conv_wgmma.WGMMA_X3_CHAIN = chain  # read by wgmma_x3_name
                     _cuda._wgmma_plan.cache_clear()
                     served.clear()
                     rows = bench.run_gpu([problem], "float32", "highest", 5, 20, use_torch=True)
@@ -53,7 +54,7 @@ def main(problem_ids, rounds=2, backward=False):
                             flush=True,
                         )
     finally:
-        _cuda.USE_WGMMA_X3, _cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, _kernels.WGMMA_X3_CHAIN = original
+        _cuda.USE_WGMMA_X3, _cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, conv_wgmma.WGMMA_X3_CHAIN = original
         _cuda._wgmma_plan.cache_clear()
 
 
