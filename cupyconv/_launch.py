@@ -16,7 +16,8 @@ from typing import NamedTuple
 import cupy
 import numpy
 
-from . import _kernels, settings
+from . import settings
+from .kernels import common
 
 _S = settings.current  # the routing settings in force
 
@@ -43,11 +44,11 @@ def _i64(value: int):
 @cupy.memoize(for_each_device=True)
 def _function(filename: str, name: str):
     options = ("-std=c++17",)
-    if filename in _kernels.SM90A_FILES and _device_compute_capability() == 90:
+    if filename in common.SM90A_FILES and _device_compute_capability() == 90:
         # wgmma needs the arch-specific target; NVRTC takes it over the plain
         # -arch=sm_90 CuPy appends.
         options += ("-arch=sm_90a",)
-    module = cupy.RawModule(code=_kernels.source(filename), options=options, name_expressions=(name,))
+    module = cupy.RawModule(code=common.source(filename), options=options, name_expressions=(name,))
     return module.get_function(name)
 
 
@@ -62,13 +63,13 @@ def _multiprocessors() -> int:
 
 
 def _index_type(*element_counts: int) -> str:
-    """_kernels.index_type, or the settings' index_type where one is forced."""
-    return _S().index_type or _kernels.index_type(*element_counts)
+    """common.index_type, or the settings' index_type where one is forced."""
+    return _S().index_type or common.index_type(*element_counts)
 
 
 @cupy.memoize(for_each_device=True)
 def _phase_table(flat):
-    table = cupy.asarray(_kernels.phase_table_array(flat))
+    table = cupy.asarray(common.phase_table_array(flat))
     # The upload is ordered on the current stream only; the memoized table may
     # later be read from other streams, so wait for it once, here.
     cupy.cuda.get_current_stream().synchronize()
@@ -77,7 +78,7 @@ def _phase_table(flat):
 
 
 def _blocks_for(count: int) -> int:
-    if count > _kernels.INT32_LIMIT:
+    if count > common.INT32_LIMIT:
         raise ValueError(f"problem too large: {count} thread blocks exceed the grid limit")
     return count
 

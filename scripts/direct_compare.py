@@ -12,6 +12,7 @@ import sys
 
 import cupyconv.settings
 from cupyconv import _kernels, bench
+from cupyconv.kernels import conv_direct
 
 
 def main(problem_ids, modes):
@@ -26,12 +27,12 @@ def main(problem_ids, modes):
             runs = [("GEMMs", -1, tiles)] + [(f"direct {t.bm}x{t.tn}" + (" (heuristic)" if t == heuristic else ""), 10**9, (t,)) for t in tiles]
             for label, limit, only in runs:
                 limits = {"direct_max_products_tensor_cores": limit, "direct_max_products_cuda_cores": limit, "direct_max_products_full_rows": limit}
-                _kernels.DIRECT_TILES = only
+                _kernels.DIRECT_TILES = conv_direct.DIRECT_TILES = only  # the candidates and direct_heuristic's
                 try:
                     with cupyconv.settings.override(**limits):
                         (row,) = bench.run_gpu([problem], dtype, precision, 5, 20, use_torch=True)
                 finally:
-                    _kernels.DIRECT_TILES = tiles
+                    _kernels.DIRECT_TILES = conv_direct.DIRECT_TILES = tiles
                 print(
                     f"| {pid} | {mode} | {label} | {row.ours_ms:.3f} | {row.torch_ms:.3f} | {row.torch_ms / row.ours_ms:.2f}x "
                     f"| {row.ours_error:.2e} | {row.torch_error:.2e} |",

@@ -15,22 +15,16 @@ conv_wgmma_x3 served.
 
 import sys
 
+import cupyconv._launch
 import cupyconv.settings
-from cupyconv import _cuda, _kernels, bench
+from cupyconv import _kernels, bench
+from cupyconv.kernels import conv_wgmma
 
 
 def main(problem_ids, rounds=2, backward=False):
     print("| id | pass | setting | ms | torch ms | speed-up | error | torch error | x3 passes |")
     print("|---|---|---|---|---|---|---|---|---|")
-    original = (_cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, _kernels.WGMMA_X3_CHAIN)  # (not settings: module constants and a function)
-    served = []
-
-    def counting(*args):
-        used = original[1](*args)
-        served.append(used)
-        return used
-
-    _cuda._wgmma_x3 = counting
+    original = (conv_wgmma.WGMMA_X3_TILES, conv_wgmma.WGMMA_X3_CHAIN)  # (not settings: module constants)
     settings = [("conv_window", False, None, 0)] + [(f"x3 {t.bm}x{t.bn}", True, t, 0) for t in _kernels.WGMMA_TILES]
     settings += [(f"x3 64x256 chain {c}", True, _kernels.WGMMA_TILES[1], c) for c in (1, 2)]
     try:
@@ -38,24 +32,25 @@ def main(problem_ids, rounds=2, backward=False):
             for pid in problem_ids:
                 problem = bench.PROBLEMS[pid]
                 for name, on, tile, chain in settings:
-                    _cuda.WGMMA_X3_TILES = (tile,) if tile is not None else original[0]
-                    _kernels.WGMMA_X3_CHAIN = chain
-                    _cuda._wgmma_plan.cache_clear()
-                    served.clear()
-                    with cupyconv.settings.override(use_wgmma_x3=on):
-                        rows = bench.run_gpu([problem], "float32", "highest", 5, 20, use_torch=True)
-                        if backward:
-                            rows += bench.run_gpu_backward([problem], "float32", "highest", 3, 10)
+                    conv_wgmma.WGMMA_X3_TILES = (tile,) if tile is not None else original[0]
+                    conv_wgmma.WGMMA_X3_CHAIN = chain  # read by wgmma_x3_name
+                    conv_wgmma._wgmma_plan.cache_clear()
+                    with cupyconv._launch.observe_plans() as served:  # (remembered calls off: every timed call plans)
+                        with cupyconv.settings.override(use_wgmma_x3=on):
+                            rows = bench.run_gpu([problem], "float32", "highest", 5, 20, use_torch=True)
+                            if backward:
+                                rows += bench.run_gpu_backward([problem], "float32", "highest", 3, 10)
+                    x3 = sum(plan.family == "conv_wgmma_x3" for _, plan in served)
                     for row in rows:
                         what = "backward" if row.backward else "forward"
                         print(
                             f"| {pid} | {what} | {name} | {row.ours_ms:.3f} | {row.torch_ms:.3f} | {row.torch_ms / row.ours_ms:.2f}x "
-                            f"| {row.ours_error:.2e} | {row.torch_error:.2e} | {sum(served)} |",
+                            f"| {row.ours_error:.2e} | {row.torch_error:.2e} | {x3} |",
                             flush=True,
                         )
     finally:
-        _cuda.WGMMA_X3_TILES, _cuda._wgmma_x3, _kernels.WGMMA_X3_CHAIN = original
-        _cuda._wgmma_plan.cache_clear()
+        conv_wgmma.WGMMA_X3_TILES, conv_wgmma.WGMMA_X3_CHAIN = original
+        conv_wgmma._wgmma_plan.cache_clear()
 
 
 if __name__ == "__main__":

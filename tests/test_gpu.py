@@ -1775,10 +1775,12 @@ def _spy_grouped_backward(monkeypatch, override, tiles=None, multiprocessors=Non
     `multiprocessors`, its splits are sized for that many, so that blocks take
     several items (plans re-made)."""
     from cupyconv import _cuda
+    from cupyconv.kernels import grouped_backward as grouped_backward_kernels
 
     override(grouped_min_input=0)
     if tiles is not None:
-        monkeypatch.setattr(_kernels, "GROUPED_TILES", tiles)
+        monkeypatch.setattr(_kernels, "GROUPED_TILES", tiles)  # the items _cuda tries
+        monkeypatch.setattr(grouped_backward_kernels, "GROUPED_TILES", tiles)  # and the ones grouped_backward_applies and _pipes size
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
     _cuda._grouped_backward_plan.cache_clear()
@@ -2068,10 +2070,11 @@ def depthwise_chunk_runs(monkeypatch, settings_override):
     row (the grid-size rule off, so small problems do too); the plans are
     made afresh before and after.  Returns the chunks per warp each plan took."""
     from cupyconv import _cuda
+    from cupyconv.kernels import depthwise as depthwise_kernels
 
-    monkeypatch.setattr(_kernels, "DEPTHWISE_WARP_CHUNKS", 3)
+    monkeypatch.setattr(depthwise_kernels, "DEPTHWISE_WARP_CHUNKS", 3)  # read by depthwise_warp_chunks
     settings_override(tiny_max_output=0)  # so that the small cases reach depthwise_forward
-    monkeypatch.setattr(_kernels, "DEPTHWISE_MIN_WARPS_PER_SM", 0)
+    monkeypatch.setattr(depthwise_kernels, "DEPTHWISE_MIN_WARPS_PER_SM", 0)
     taken, original = [], _kernels.depthwise_warp_chunks
     monkeypatch.setattr(_kernels, "depthwise_warp_chunks", lambda *args: taken.append(original(*args)) or taken[-1])
     caches = (_cuda._depthwise_plan, _cuda._small_forward_launch)

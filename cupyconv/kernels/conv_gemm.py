@@ -1,4 +1,6 @@
-"""The host side of conv_gemm: its families' rules and plans."""
+"""conv_gemm.cu on the host: conv_gemm's tiles (conv_mma's are
+common.MMA_TILES), the kernel names and the weight strides A reads.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +9,80 @@ from typing import Tuple
 
 import numpy
 
-from .. import _kernels, settings
+from .. import settings
 from .._geometry import Geometry
 from .._launch import _blocks_for, _i32, _i64, _Launch
 from .._plan import Buffer, Copy, Family, Plan, Step, Table
+from .common import (
+    CUDA_TYPE,
+    MMA_TILES,
+    MMA_TUNE_TILES,
+    MmaTile,
+    Tile,
+    instantiation_loop,
+    pack_gemm_weight,
+    pick_tile,
+)
+from .phases import forward_phases, grad_input_phases
 from .rules import _gemm_index, _gemm_rows, _problem_passes, _weight_dtype
+
+# conv_gemm tiles, chosen by the GEMM's row count (output channels per group):
+# wide rows reuse each input element across more FMAs; narrow ones waste less.
+GEMM_TILES = (Tile(16, 128, 16, 2, 4), Tile(32, 128, 8, 4, 4), Tile(64, 128, 8, 4, 8))
+GEMM_TUNE_TILES = GEMM_TILES + (Tile(128, 64, 8, 8, 4), Tile(64, 64, 16, 4, 4))
+
+
+def gemm_name(dtype: str, index: str, tile: Tile) -> str:
+    return f"conv_gemm<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {tile.bk}, {tile.tm}, {tile.tn}>"
+
+
+def mma_name(dtype: str, index: str, tile: MmaTile, passes: int) -> str:
+    t = tile
+    return f"conv_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}, {passes}>"
+
+
+def gemm_weight_strides(geometry: Geometry, pass_name: str, packed: bool = False) -> tuple[int, int, int, int]:
+    """conv_gemm's (w_stride_group, w_stride_m, w_stride_c, w_stride_tap).
+
+    The forward pass makes GEMM rows m the output channels j and reduces over
+    ci; grad_input makes the rows ci and reduces over j.  Unpacked, A reads the
+    weight as given, [(g*C_in/g + ci), j, kh, kw]; packed, it reads
+    pack_gemm_weight's (groups, KH*KW, C, M) array, consecutive in m."""
+    if pass_name not in ("forward", "grad_input"):
+        raise ValueError(f"unknown pass {pass_name!r}")
+    taps = geometry.kernel[0] * geometry.kernel[1]
+    if packed:
+        rows, red = geometry.out_channels_per_group, geometry.in_channels_per_group
+        if pass_name == "grad_input":
+            rows, red = red, rows
+        return taps * red * rows, 1, rows, red * rows
+    per_in_channel = geometry.out_channels_per_group * taps
+    group = geometry.in_channels_per_group * per_in_channel
+    if pass_name == "forward":
+        return group, taps, per_in_channel, 1
+    return group, per_in_channel, taps, 1
+
+
+def gemm_instantiations(dtype: str, index: str) -> list[tuple[str, str]]:
+    """conv_gemm's and conv_mma's builds for one dtype and index type."""
+    names = [("conv_gemm.cu", gemm_name(dtype, index, t)) for t in GEMM_TUNE_TILES]
+    for passes in (1, 3) if dtype == "float32" else (1,) if dtype in ("float16", "bfloat16") else ():
+        names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in (MMA_TUNE_TILES if passes == 1 else MMA_TILES)]
+    return names
+
+
+def instantiations() -> list[tuple[str, str]]:
+    """This file's part of _kernels.all_instantiations(), in its order:
+    every (file, name) of conv_gemm.cu the library can launch."""
+    return instantiation_loop(leading=(gemm_instantiations,))
+
 
 _S = settings.current  # the routing settings in force
 
 
 
 def _packs_weight(geometry: Geometry, pass_name: str, out_size: int) -> bool:
-    return out_size >= _S().pack_min_output and _kernels.gemm_weight_strides(geometry, pass_name)[1] != 1
+    return out_size >= _S().pack_min_output and gemm_weight_strides(geometry, pass_name)[1] != 1
 
 
 @functools.lru_cache(maxsize=1024)
@@ -27,14 +91,14 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passe
     row tile, column tile), and its phase table, for the forward pass or
     grad_input."""
     if pass_name == "forward":
-        flat, phases_h, phases_w = _kernels.forward_phases(geometry)
+        flat, phases_h, phases_w = forward_phases(geometry)
         red_channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
         source4, out4 = geometry.input_shape4, geometry.output_shape4
     else:
-        flat, phases_h, phases_w = _kernels.grad_input_phases(geometry)
+        flat, phases_h, phases_w = grad_input_phases(geometry)
         red_channels, out_channels = geometry.out_channels_per_group, geometry.in_channels_per_group
         source4, out4 = geometry.output_shape4, geometry.input_shape4
-    w_strides = _kernels.gemm_weight_strides(geometry, pass_name, packed)
+    w_strides = gemm_weight_strides(geometry, pass_name, packed)
     counts = flat[0::9]
     cols_h, cols_w = max(counts[:phases_h]), max(counts[phases_h:])
     batch, _, in_h, in_w = source4
@@ -49,12 +113,12 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passe
         _i64(w_strides[0]), _i64(w_strides[1]), _i64(w_strides[2]), _i64(w_strides[3]),
         _i32(cols_h), _i32(cols_w), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
-    name = _kernels.mma_name(dtype, index, tile, passes) if passes else _kernels.gemm_name(dtype, index, tile)
+    name = mma_name(dtype, index, tile, passes) if passes else gemm_name(dtype, index, tile)
     return _Launch("conv_gemm.cu", name, blocks, tile.threads, scalars), flat
 
 
 def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
-    return _kernels.pick_tile(_kernels.MMA_TILES if passes else _kernels.GEMM_TILES, _gemm_rows(geometry, pass_name))
+    return pick_tile(MMA_TILES if passes else GEMM_TILES, _gemm_rows(geometry, pass_name))
 
 
 class ConvGemm(Family):
@@ -79,7 +143,7 @@ class ConvGemm(Family):
 
     def tiles(self, p):
         passes = _problem_passes(p)
-        return (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GEMM_TUNE_TILES
+        return (MMA_TUNE_TILES if passes == 1 else MMA_TILES) if passes else GEMM_TUNE_TILES
 
     def tune_key(self, p):
         return self.name, (p.dtype, p.op, _gemm_index(p), _problem_passes(p), self._packed(p), p.geometry)
@@ -91,6 +155,6 @@ class ConvGemm(Family):
         if not packed:
             return Plan(self.name, tile, (Step(launch, ("source", "weight", bias, "out", Table(flat))),))
         g = p.geometry
-        shape = _kernels.pack_gemm_weight(numpy.empty(g.weight_shape4[:2] + (g.kernel[0] * g.kernel[1],), numpy.uint8), g, p.op).shape
+        shape = pack_gemm_weight(numpy.empty(g.weight_shape4[:2] + (g.kernel[0] * g.kernel[1],), numpy.uint8), g, p.op).shape
         steps = (Copy("weight", "t0", g, p.op), Step(launch, ("source", "t0", bias, "out", Table(flat))))
         return Plan(self.name, tile, steps, (Buffer(shape, _weight_dtype(p)),))

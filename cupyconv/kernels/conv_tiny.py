@@ -1,14 +1,33 @@
-"""The host side of conv_tiny: its families' rules and plans."""
+"""conv_tiny.cu on the host: its block and name."""
 
 from __future__ import annotations
 
 import functools
 
-from .. import _kernels, settings
+from .. import settings
 from .._geometry import Geometry
 from .._launch import _blocks_for, _i32, _index_type, _Launch
 from .._plan import Family, Plan, Step
+from .common import CUDA_TYPE, instantiation_loop
 from .rules import _products_per_output, _size
+
+TINY_THREADS = 128  # conv_tiny.cu: threads a block, one output each
+
+
+def tiny_name(dtype: str, index: str) -> str:
+    return f"conv_tiny<{CUDA_TYPE[dtype]}, {index}>"
+
+
+def tiny_instantiations(dtype: str, index: str) -> list[tuple[str, str]]:
+    """conv_tiny's build for one dtype and index type."""
+    return [("conv_tiny.cu", tiny_name(dtype, index))]
+
+
+def instantiations() -> list[tuple[str, str]]:
+    """This file's part of _kernels.all_instantiations(), in its order:
+    every (file, name) of conv_tiny.cu the library can launch."""
+    return instantiation_loop(trailing=(tiny_instantiations,))
+
 
 _S = settings.current  # the routing settings in force
 
@@ -28,8 +47,8 @@ def _tiny_plan(geometry: Geometry, dtype: str, index: str) -> _Launch:
         _i32(v) for v in (batch, geometry.groups, geometry.in_channels_per_group, geometry.out_channels_per_group,
                           in_h, in_w, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw)
     )  # fmt: skip
-    blocks = _blocks_for(-(-batch * channels * out_h * out_w // _kernels.TINY_THREADS))
-    return _Launch("conv_tiny.cu", _kernels.tiny_name(dtype, index), blocks, _kernels.TINY_THREADS, scalars)
+    blocks = _blocks_for(-(-batch * channels * out_h * out_w // TINY_THREADS))
+    return _Launch("conv_tiny.cu", tiny_name(dtype, index), blocks, TINY_THREADS, scalars)
 
 
 class ConvTiny(Family):

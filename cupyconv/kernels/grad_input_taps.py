@@ -1,4 +1,6 @@
-"""The host side of grad_input_taps: its families' rules and plans."""
+"""grad_input_taps.cu on the host: its tiles, name and the problems it takes
+(common._taps_vector).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +9,71 @@ import math
 
 import numpy
 
-from .. import _kernels, settings
+from .. import settings
 from .._geometry import Geometry
 from .._launch import _blocks_for, _i32, _index_type, _Launch
 from .._plan import Buffer, Family, Plan, Step
+from .common import (
+    CUDA_TYPE,
+    GRAD_INPUT_TAPS_VECTORS,
+    ITEMSIZE,
+    TapsTile,
+    _axes,
+    _taps_vector,
+    instantiation_loop,
+    pick_tile,
+)
 from .grad_weight import _sum_splits_plan
+from .grad_weight_taps import (
+    GRAD_WEIGHT_TAPS_TILES,
+    grad_weight_taps_name,
+    grad_weight_taps_shared,
+    grad_weight_taps_vector,
+)
 from .rules import _problem_passes, _size
+
+# grad_input_taps tiles, chosen by the GEMM's row count (input channels per group).
+GRAD_INPUT_TAPS_TILES = (TapsTile(32, 128, 1, 4, 4), TapsTile(64, 128, 2, 4, 4), TapsTile(128, 128, 2, 4, 3))
+GRAD_INPUT_TAPS_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def grad_input_taps_name(dtype: str, index: str, tile: TapsTile, vector: int, passes: int = 1) -> str:
+    t = tile
+    return f"grad_input_taps<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.warps_m}, {t.warps_n}, {t.stages}, {vector}, {passes}>"
+
+
+def grad_input_taps_vector(geometry: Geometry, dtype: str):
+    """The widest cp.async vector (bytes) grad_input_taps can load this
+    problem's grad_output and weight with, or None where it does not apply
+    (_taps_vector's conditions, and a vector of 8 or 16 bytes whose values
+    divide the kernel, the stride, the padding and grad_output's row, so that
+    a vector never crosses a channel and lies wholly inside or outside its
+    row)."""
+    if dtype not in GRAD_INPUT_TAPS_DTYPES:
+        return None
+    _, kernel, stride, padding, _, out_w = _axes(geometry)[1]
+    return _taps_vector(geometry, dtype, (kernel, stride, padding, out_w))
+
+
+def taps_instantiations(dtype: str, index: str, passes: int) -> list[tuple[str, str]]:
+    """grad_input_taps' builds for one dtype, index type and passes: every
+    tile and vector at least one value wide."""
+    names = []
+    if dtype in GRAD_INPUT_TAPS_DTYPES:
+        names += [
+            ("grad_input_taps.cu", grad_input_taps_name(dtype, index, t, v, passes))
+            for t in GRAD_INPUT_TAPS_TILES
+            for v in GRAD_INPUT_TAPS_VECTORS
+            if v >= ITEMSIZE[dtype]
+        ]
+    return names
+
+
+def instantiations() -> list[tuple[str, str]]:
+    """This file's part of _kernels.all_instantiations(), in its order:
+    every (file, name) of grad_input_taps.cu the library can launch."""
+    return instantiation_loop(passes=(taps_instantiations,))
+
 
 _S = settings.current  # the routing settings in force
 
@@ -31,13 +92,13 @@ def _taps_plan(s, geometry: Geometry, pass_name: str, dtype: str, index: str, ve
     kernel = geometry.kernel[1]
     if pass_name == "grad_input":  # columns (n, l), reduction (j, t)
         columns, reduction, out_shape4 = batch * in_w, out_channels * kernel, geometry.input_shape4
-        name, shared = _kernels.grad_input_taps_name(dtype, index, tile, vector, passes), tile.shared
+        name, shared = grad_input_taps_name(dtype, index, tile, vector, passes), tile.shared
     else:  # columns (j, t), reduction (n, l)
         columns, reduction, out_shape4 = out_channels * kernel, batch * in_w, geometry.weight_shape4
-        name, shared = _kernels.grad_weight_taps_name(dtype, index, tile, vector, passes), _kernels.grad_weight_taps_shared(tile)
+        name, shared = grad_weight_taps_name(dtype, index, tile, vector, passes), grad_weight_taps_shared(tile)
     m_tiles = -(-rows // tile.bm)
     col_tiles = -(-columns // tile.bn)
-    chunks = -(-(reduction * _kernels.ITEMSIZE[dtype]) // 128)  # 128-byte stages
+    chunks = -(-(reduction * ITEMSIZE[dtype]) // 128)  # 128-byte stages
     independent = m_tiles * col_tiles * geometry.groups
     capacity = s.grad_input_taps_blocks_per_multiprocessor * multiprocessors
     splits = max(1, min(capacity // independent, chunks // s.grad_input_taps_min_chunks))
@@ -61,8 +122,8 @@ class Taps(Family):
         self.name, self.ops = f"{pass_name}_taps", (pass_name,)
         self.inputs = ("source", "weight") if pass_name == "grad_input" else ("x", "grad_output")
         self.vector_for, self.candidates = {
-            "grad_input": (_kernels.grad_input_taps_vector, _kernels.GRAD_INPUT_TAPS_TILES),
-            "grad_weight": (_kernels.grad_weight_taps_vector, _kernels.GRAD_WEIGHT_TAPS_TILES),
+            "grad_input": (grad_input_taps_vector, GRAD_INPUT_TAPS_TILES),
+            "grad_weight": (grad_weight_taps_vector, GRAD_WEIGHT_TAPS_TILES),
         }[pass_name]
 
     def reject(self, p):
@@ -81,7 +142,7 @@ class Taps(Family):
         return None
 
     def heuristic(self, p):
-        return _kernels.pick_tile(self.candidates, p.geometry.in_channels_per_group)
+        return pick_tile(self.candidates, p.geometry.in_channels_per_group)
 
     def tiles(self, p):
         return self.candidates

@@ -1,4 +1,6 @@
-"""The host side of grad_weight: its families' rules and plans."""
+"""grad_weight.cu on the host: grad_weight_partial's tiles, the names of
+grad_weight_partial, grad_weight_mma, grad_bias_partial and sum_splits.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +9,74 @@ import math
 
 import numpy
 
-from .. import _kernels, settings
+from .. import settings
 from .._geometry import Geometry
 from .._launch import _blocks_for, _i32, _i64, _index_type, _Launch
 from .._plan import Buffer, Family, Plan, Step
+from .common import (
+    CUDA_TYPE,
+    MMA_TILES,
+    MMA_TUNE_TILES,
+    OVERLAP_DTYPES,
+    MmaTile,
+    Tile,
+    instantiation_loop,
+    pick_tile,
+)
 from .rules import _problem_passes, _size
+
+# grad_weight_partial tiles, chosen by in_channels per group.
+GRAD_WEIGHT_TILES = (Tile(16, 128, 16, 2, 4), Tile(32, 128, 8, 4, 4), Tile(64, 64, 8, 4, 4))
+BIAS_THREADS = 256
+REDUCE_THREADS = 256
+
+
+def grad_weight_name(dtype: str, index: str, tile: Tile) -> str:
+    return f"grad_weight_partial<{CUDA_TYPE[dtype]}, {index}, {tile.bm}, {tile.bn}, {tile.bk}, {tile.tm}, {tile.tn}>"
+
+
+def grad_weight_mma_name(dtype: str, index: str, tile: MmaTile, passes: int = 1) -> str:
+    t = tile
+    return f"grad_weight_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}, {passes}>"
+
+
+def grad_bias_name(dtype: str) -> str:
+    return f"grad_bias_partial<{CUDA_TYPE[dtype]}, {BIAS_THREADS}>"
+
+
+def sum_splits_name(dtype: str, workspace: str = "double") -> str:
+    return f"sum_splits<{CUDA_TYPE[dtype]}, {workspace}>"
+
+
+def partial_instantiations(dtype: str, index: str) -> list[tuple[str, str]]:
+    """grad_weight_partial's builds for one dtype and index type."""
+    return [("grad_weight.cu", grad_weight_name(dtype, index, t)) for t in GRAD_WEIGHT_TILES]
+
+
+def mma_instantiations(dtype: str, index: str) -> list[tuple[str, str]]:
+    """grad_weight_mma's builds for one dtype and index type: every tuned
+    tile in one pass (not float64), and for float32 MMA_TILES in 3xTF32."""
+    names = []
+    if dtype != "float64":
+        names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t)) for t in MMA_TUNE_TILES]
+    if dtype == "float32":
+        names += [("grad_weight.cu", grad_weight_mma_name(dtype, index, t, 3)) for t in MMA_TILES]
+    return names
+
+
+def reduction_instantiations(dtype: str) -> list[tuple[str, str]]:
+    """grad_bias_partial's and sum_splits' builds for one dtype."""
+    names = [("grad_weight.cu", grad_bias_name(dtype)), ("grad_weight.cu", sum_splits_name(dtype))]
+    if dtype in OVERLAP_DTYPES or dtype == "float32":  # grad_weight_overlap's float partials
+        names.append(("grad_weight.cu", sum_splits_name(dtype, "float")))
+    return names
+
+
+def instantiations() -> list[tuple[str, str]]:
+    """This file's part of _kernels.all_instantiations(), in its order:
+    every (file, name) of grad_weight.cu the library can launch."""
+    return instantiation_loop(trailing=(partial_instantiations, mma_instantiations), per_dtype=(reduction_instantiations,))
+
 
 _S = settings.current  # the routing settings in force
 
@@ -25,9 +90,9 @@ def _splits(independent_blocks: int, positions: int, min_positions: int, multipr
 
 
 def _sum_splits_plan(dtype: str, count: int, splits: int, multiprocessors: int, workspace: str = "double") -> _Launch:
-    blocks = max(1, min(-(-count // _kernels.REDUCE_THREADS), 8 * multiprocessors))
-    name = _kernels.sum_splits_name(dtype, workspace)
-    return _Launch("grad_weight.cu", name, blocks, _kernels.REDUCE_THREADS, (_i64(count), _i32(splits)))
+    blocks = max(1, min(-(-count // REDUCE_THREADS), 8 * multiprocessors))
+    name = sum_splits_name(dtype, workspace)
+    return _Launch("grad_weight.cu", name, blocks, REDUCE_THREADS, (_i64(count), _i32(splits)))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -55,7 +120,7 @@ def _grad_weight_plan(geometry: Geometry, dtype: str, index: str, multiprocessor
         _i64(per_split), _i32(splits), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
     blocks = _blocks_for(m_tiles * col_tiles * splits * geometry.groups)
-    name = _kernels.grad_weight_mma_name(dtype, index, tile, passes) if passes else _kernels.grad_weight_name(dtype, index, tile)
+    name = grad_weight_mma_name(dtype, index, tile, passes) if passes else grad_weight_name(dtype, index, tile)
     partial = _Launch("grad_weight.cu", name, blocks, tile.threads, scalars)
     count = math.prod(geometry.weight_shape4)
     return partial, workspace_shape, _sum_splits_plan(dtype, count, splits, multiprocessors)
@@ -67,11 +132,11 @@ def _grad_bias_plan(s, geometry: Geometry, dtype: str, multiprocessors: int):
     channels = geometry.out_channels
     plane = geometry.out_size[0] * geometry.out_size[1]
     total = geometry.batch * plane
-    splits = _splits(channels, total, 16 * _kernels.BIAS_THREADS, multiprocessors, s.bias_blocks_per_multiprocessor)
+    splits = _splits(channels, total, 16 * BIAS_THREADS, multiprocessors, s.bias_blocks_per_multiprocessor)
     per_split = -(-total // splits)
     splits = -(-total // per_split)
     scalars = (_i32(geometry.batch), _i32(channels), _i64(plane), _i64(per_split), _i32(splits))
-    partial = _Launch("grad_weight.cu", _kernels.grad_bias_name(dtype), _blocks_for(channels * splits), _kernels.BIAS_THREADS, scalars)
+    partial = _Launch("grad_weight.cu", grad_bias_name(dtype), _blocks_for(channels * splits), BIAS_THREADS, scalars)
     return partial, (splits, channels), _sum_splits_plan(dtype, channels, splits, multiprocessors)
 
 
@@ -122,11 +187,11 @@ class GradWeightGemm(_GradWeightFamily):
         return None
 
     def heuristic(self, p):
-        return _kernels.pick_tile(_kernels.MMA_TILES if self.tensor_cores else _kernels.GRAD_WEIGHT_TILES, p.geometry.in_channels_per_group)
+        return pick_tile(MMA_TILES if self.tensor_cores else GRAD_WEIGHT_TILES, p.geometry.in_channels_per_group)
 
     def tiles(self, p):
         passes = _problem_passes(p)
-        return (_kernels.MMA_TUNE_TILES if passes == 1 else _kernels.MMA_TILES) if passes else _kernels.GRAD_WEIGHT_TILES
+        return (MMA_TUNE_TILES if passes == 1 else MMA_TILES) if passes else GRAD_WEIGHT_TILES
 
     def tune_key(self, p):
         return "grad_weight", (p.dtype, _problem_passes(p), p.geometry)

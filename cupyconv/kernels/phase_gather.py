@@ -1,4 +1,4 @@
-"""The host side of phase_gather: its families' rules and plans."""
+"""phase_gather.cu on the host: its dtypes, block and name."""
 
 from __future__ import annotations
 
@@ -8,11 +8,38 @@ import math
 import cupy
 import numpy
 
-from .. import _geometry, _kernels, settings
+from .. import _geometry, settings
 from .._geometry import Geometry
 from .._launch import _i32, _index_type, _Launch, _launch
 from .._plan import Buffer, Family, Plan, Step, Sub
+from .common import CUDA_TYPE, _axes, _is_1d, instantiation_loop
 from .rules import _size, _weight_dtype
+
+# phase_gather (phase_gather.cu): one phase of grad_output's rows gathered
+# for the backward pass's phase rewrite (16-bit types only: in float32 the
+# copy costs more than the stride-1 kernels save).
+PHASE_BACKWARD_DTYPES = ("float16", "bfloat16")
+GATHER_THREADS = 256
+GATHER_ELEMS = 8
+
+
+def phase_gather_name(dtype: str, index: str) -> str:
+    return f"phase_gather<{CUDA_TYPE[dtype]}, {index}>"
+
+
+def gather_instantiations(dtype: str, index: str) -> list[tuple[str, str]]:
+    """phase_gather's build for one dtype and index type."""
+    names = []
+    if dtype in PHASE_BACKWARD_DTYPES:
+        names.append(("phase_gather.cu", phase_gather_name(dtype, index)))
+    return names
+
+
+def instantiations() -> list[tuple[str, str]]:
+    """This file's part of _kernels.all_instantiations(), in its order:
+    every (file, name) of phase_gather.cu the library can launch."""
+    return instantiation_loop(trailing=(gather_instantiations,))
+
 
 _S = settings.current  # the routing settings in force
 
@@ -28,9 +55,9 @@ def _phase_backward_geometry(geometry: Geometry):
     ceil(p / s), so that its grad_output starts at the phase's first output and
     usually has the original's row length over s; where that would need an
     output padding PyTorch's rules reject, padding 0 and zeros at the ends."""
-    if not _kernels._is_1d(geometry):
+    if not _is_1d(geometry):
         return None
-    in_w, kernel, stride, padding, dilation, out_w = _kernels._axes(geometry)[1]
+    in_w, kernel, stride, padding, dilation, out_w = _axes(geometry)[1]
     if stride == 1 or dilation % stride:
         return None
     ratio = dilation // stride
@@ -51,8 +78,8 @@ def _phase_backward_geometry(geometry: Geometry):
 
 def _phase_backward_routed(geometry: Geometry, dtype: str):
     """_phase_backward_geometry where the rewrite is used: float16 and
-    bfloat16 (_kernels.PHASE_BACKWARD_DTYPES), large problems."""
-    if not _S().use_phase_backward or dtype not in _kernels.PHASE_BACKWARD_DTYPES:
+    bfloat16 (PHASE_BACKWARD_DTYPES), large problems."""
+    if not _S().use_phase_backward or dtype not in PHASE_BACKWARD_DTYPES:
         return None
     if _S().use_phase_backward != "anywhere" and math.prod(geometry.output_shape4) < _S().phase_backward_min_output:
         return None
@@ -73,10 +100,10 @@ def _phase_grad_output(gy4, geometry: Geometry, sub: Geometry, lo: int, hi: int,
     if not gathered.size:
         return gathered
     rows = math.prod(sub.output_shape4[:3])
-    chunks = -(-out_w // (_kernels.GATHER_THREADS * _kernels.GATHER_ELEMS))
+    chunks = -(-out_w // (GATHER_THREADS * GATHER_ELEMS))
     index = _index_type(gy4.size, gathered.size)
     scalars = (_i32(gy4.shape[3]), _i32(out_w), _i32(stride), _i32(first), _i32(lo), _i32(hi), _i32(chunks))
-    plan = _Launch("phase_gather.cu", _kernels.phase_gather_name(_geometry.dtype_name(gy4.dtype), index), rows * chunks, _kernels.GATHER_THREADS, scalars)
+    plan = _Launch("phase_gather.cu", phase_gather_name(_geometry.dtype_name(gy4.dtype), index), rows * chunks, GATHER_THREADS, scalars)
     _launch(plan, (gy4, gathered))
     return gathered
 
@@ -96,10 +123,10 @@ class PhaseBackward(Family):
         steps = []
         if _size(sub.output_shape4):
             rows = math.prod(sub.output_shape4[:3])
-            chunks = -(-sub.out_size[1] // (_kernels.GATHER_THREADS * _kernels.GATHER_ELEMS))
+            chunks = -(-sub.out_size[1] // (GATHER_THREADS * GATHER_ELEMS))
             index = _index_type(_size(g.output_shape4), _size(sub.output_shape4))
             scalars = (_i32(g.output_shape4[3]), _i32(sub.out_size[1]), _i32(g.stride[1]), _i32(first), _i32(lo), _i32(hi), _i32(chunks))
-            gather = _gather_plan(_kernels.phase_gather_name(p.dtype, index), rows * chunks, scalars)
+            gather = _gather_plan(phase_gather_name(p.dtype, index), rows * chunks, scalars)
             steps.append(Step(gather, ("grad_output", "t0")))
         offsets = dict(p.alignment)
         want_input, want_weight = p.wants
@@ -113,4 +140,4 @@ class PhaseBackward(Family):
 
 
 def _gather_plan(name: str, blocks: int, scalars: tuple) -> _Launch:
-    return _Launch("phase_gather.cu", name, blocks, _kernels.GATHER_THREADS, scalars)
+    return _Launch("phase_gather.cu", name, blocks, GATHER_THREADS, scalars)

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from .. import _kernels, settings
+from .. import settings
 from .._geometry import Geometry
 from .._launch import _blocks_for, _i32
 from .._plan import Family
+from .common import ITEMSIZE, WINDOW_DTYPES
+from .pack_weight import window_channels_padded
+from .phases import (
+    FILL_STEP,
+    fill_record,
+    window_col_tiles,
+    window_kernel_w,
+    window_records,
+)
 from .rules import _gemm_rows, _problem_passes
 
 _S = settings.current  # the routing settings in force
+
+WINDOW_MIN_ROWS = 32  # fewer GEMM rows stay on conv_mma (the window's tiles would be mostly padding)
 
 
 
@@ -19,12 +30,12 @@ def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: in
     (not 1D, grad_input with a stride, too few GEMM rows, source rows that are
     not a whole number of `row_unit` bytes: 16 but for conv_wgmma_resident
     and conv_wgmma_x3, whose copies may be smaller).  With `fill`, conv_wgmma_resident's fill:
-    the one record of _kernels.fill_record, no fold."""
+    the one record of fill_record, no fold."""
     if fill:
-        record = _kernels.fill_record(geometry, pass_name)
+        record = fill_record(geometry, pass_name)
         found = None if record is None else (record, 1)
     else:
-        found = _kernels.window_records(geometry, pass_name)
+        found = window_records(geometry, pass_name)
     if found is None:
         return None
     flat, fold = found
@@ -36,7 +47,7 @@ def _window_problem(geometry: Geometry, pass_name: str, dtype: str, row_unit: in
     else:
         red_channels, out_channels = geometry.out_channels_per_group, geometry.in_channels_per_group
         source4, out4 = geometry.output_shape4, geometry.input_shape4
-    if out_channels * fold < _kernels.WINDOW_MIN_ROWS or source4[3] * _kernels.ITEMSIZE[dtype] % row_unit:
+    if out_channels * fold < WINDOW_MIN_ROWS or source4[3] * ITEMSIZE[dtype] % row_unit:
         return None
     return flat, fold, red_channels, out_channels, source4, out4
 
@@ -45,7 +56,7 @@ def _window_columns(problem, fill: bool) -> int:
     """The window kernels' GEMM columns: the longest phase's, or with `fill`
     (its one phase) every output's."""
     flat, *_, out4 = problem
-    return -(-out4[3] // _kernels.FILL_STEP) if fill else max(flat[0::9])
+    return -(-out4[3] // FILL_STEP) if fill else max(flat[0::9])
 
 
 def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, tile, max_taps: int, vectors: int, stride: int, fill: bool = False):
@@ -58,13 +69,13 @@ def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, til
     if fill:
         col_tiles = -(-_window_columns(problem, fill) // tile.bn)
     else:  # per row tile where the fold is deep (window.cuh's window_block)
-        col_tiles = max(1, _kernels.window_col_tiles(flat, fold, tile.bm, tile.bn, out4[3]))
-    kernel_w = geometry.kernel[1] if fill else _kernels.window_kernel_w(geometry, pass_name)
+        col_tiles = max(1, window_col_tiles(flat, fold, tile.bm, tile.bn, out4[3]))
+    kernel_w = geometry.kernel[1] if fill else window_kernel_w(geometry, pass_name)
     batch = source4[0]
     blocks = _blocks_for(num_phases * m_tiles * col_tiles * batch * geometry.groups)
     scalars = (
         _i32(num_phases), _i32(fold.bit_length() - 1), _i32(batch), _i32(geometry.groups),
-        _i32(red_channels), _i32(_kernels.window_channels_padded(red_channels, dtype)), _i32(out_channels),
+        _i32(red_channels), _i32(window_channels_padded(red_channels, dtype)), _i32(out_channels),
         _i32(source4[3]), _i32(out4[3]), _i32(kernel_w),
         _i32(max_taps), _i32(vectors), _i32(stride), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
@@ -80,7 +91,7 @@ class _WindowGroup(Family):
 
     def window_reject(self, p):
         passes = _problem_passes(p)
-        if not passes or p.dtype not in _kernels.WINDOW_DTYPES:
+        if not passes or p.dtype not in WINDOW_DTYPES:
             return "not on tensor cores"
         if p.output_size < _S().window_min_output:
             return "output below window_min_output"
@@ -90,7 +101,7 @@ class _WindowGroup(Family):
 
     @staticmethod
     def rows(p):
-        return _gemm_rows(p.geometry, p.op) * (_kernels.window_records(p.geometry, p.op) or (None, 1))[1]
+        return _gemm_rows(p.geometry, p.op) * (window_records(p.geometry, p.op) or (None, 1))[1]
 
     @staticmethod
     def bias(p):
