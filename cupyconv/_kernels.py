@@ -64,8 +64,9 @@ from .kernels.conv_wgmma import (
     GRAD_WEIGHT_WGMMA_AHEAD, GRAD_WEIGHT_WGMMA_RAW_BUFFERS, GRAD_WEIGHT_WGMMA_X_BUFFERS, GRAD_WEIGHT_WGMMA_ROWS,
     GRAD_WEIGHT_WGMMA_SPLIT_CI, grad_weight_wgmma_ahead, grad_weight_wgmma_name, grad_weight_wgmma_layout,
 )
+from .kernels.window import WINDOW_MIN_ROWS
 from .kernels.conv_window import (
-    WindowTile, WINDOW_TILES, WINDOW_TUNE_TILES, WINDOW_MAX_VECTORS, WINDOW_MAX_VECTORS_WIDE, WINDOW_MIN_ROWS,
+    WindowTile, WINDOW_TILES, WINDOW_TUNE_TILES, WINDOW_MAX_VECTORS, WINDOW_MAX_VECTORS_WIDE,
     window_name, WINDOW_FILL_PASSES, window_layout,
 )
 from .kernels.depthwise import (

@@ -37,13 +37,22 @@ def test_all_instantiations_come_from_the_kernel_files():
     assert {filename for filename, _ in _kernels.all_instantiations()} == {f"{stem}.cu" for stem in STEMS}
 
 
-def test_the_facade_re_exports_every_kernel_module_name():
+def test_each_kernel_module_name_has_one_home_and_the_facade_re_exports_it_as_is():
+    """A name is defined by one kernel module (a module's own `_S`, the
+    settings accessor, aside); every name _kernels re-exports is its home
+    module's object."""
     homes = {}
-    for stem in ["common", "phases"] + STEMS:
+    for stem in ["common", "phases", "window", "rules"] + STEMS:
         module = importlib.import_module(f"cupyconv.kernels.{stem}")
         for name in _defined(module):
-            if name == "instantiations" or name.endswith("_instantiations"):
-                continue  # each module's own parts of all_instantiations()
+            if name in ("instantiations", "_S") or name.endswith("_instantiations"):
+                continue  # each module's own parts of all_instantiations(), and its settings accessor
             assert name not in homes, (name, homes.get(name), stem)
             homes[name] = stem
-            assert getattr(_kernels, name) is getattr(module, name), (stem, name)
+            if hasattr(_kernels, name):
+                assert getattr(_kernels, name) is getattr(module, name), (stem, name)
+    facade = [node for node in ast.parse(inspect.getsource(_kernels)).body if isinstance(node, ast.ImportFrom) and node.module]
+    for node in facade:
+        for alias in node.names:
+            if node.module.startswith("kernels."):
+                assert homes.get(alias.name) == node.module.split(".")[1], alias.name

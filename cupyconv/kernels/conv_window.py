@@ -17,7 +17,7 @@ from .common import CUDA_TYPE, ITEMSIZE, WINDOW_DTYPES, instantiation_loop, pick
 from .pack_weight import _window_weight_steps
 from .phases import fill_record
 from .rules import _gemm_index, _gemm_rows, _problem_passes, _tensor_core_passes
-from .window import WINDOW_MIN_ROWS, _window_problem, _window_scalars, _WindowGroup  # noqa: F401 (WINDOW_MIN_ROWS: _kernels re-exports it from here)
+from .window import _window_problem, _window_scalars, _WindowGroup
 
 
 class WindowTile(NamedTuple):
