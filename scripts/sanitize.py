@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import cupy  # noqa: E402
 
 import cupyconv  # noqa: E402
-from cupyconv import _cuda, _geometry, _kernels, bench, settings  # noqa: E402
+from cupyconv import _geometry, _kernels, _launch, bench, settings  # noqa: E402
 
 import sweep  # noqa: E402
 
@@ -172,13 +172,13 @@ def run_call(call: Call, cases, repeats: int = 1) -> None:
 def select(shard: int, shards: int, out: str) -> None:
     cases = pool()
     fetched = []
-    original = _cuda._function
+    original = _launch._function
 
     def recording(filename, name):
         fetched.append(name)
         return original(filename, name)
 
-    _cuda._function = recording
+    _launch._function = recording
     os.environ["CUPYCONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="cupyconv-sanitize-")  # the autotuner's cache: start empty
     calls = [
         Call(name, dtype, precision, op, v)

@@ -5,14 +5,18 @@ One Markdown row per (problem, mode, kernel, tile): median ms of the pass the
 kernel serves (the forward pass for conv_window; grad_input or grad_weight
 alone, through output_mask, for the taps kernels), with that tile forced.
 A tile the kernel cannot take for the problem (shared memory, say) is
-marked "not routed" and timed with the heuristic's tile.
+marked "not routed" and timed with the heuristic's tile (settings.tile
+forces a tile only where it is one of the family's candidates).
 """
 
 import sys
 
 import numpy
 
-from cupyconv import _autotune, _cuda, _kernels, bench
+import cupyconv._launch  # noqa: F401 (observe_plans)
+import cupyconv.settings  # noqa: F401 (override)
+
+from cupyconv import _kernels, bench
 
 
 def main(problem_ids, modes):
@@ -20,7 +24,6 @@ def main(problem_ids, modes):
 
     print("| id | mode | kernel | tile | ms |")
     print("|---|---|---|---|---|")
-    original_pick, original_enabled = _cuda._pick, _autotune.enabled
     for mode in modes:
         dtype, precision = bench.MODES[mode]
         for pid in problem_ids:
@@ -37,20 +40,11 @@ def main(problem_ids, modes):
                 if isinstance(run, tuple):
                     run = lambda mask=run: cupyconv.conv_transpose1d_backward(gy, x, w, **problem.kwargs, output_mask=mask, precision=precision)  # noqa: E731
                 for tile in tiles:
-                    ran = []
-
-                    def pick(name, key, candidates, heuristic, launch, family=family, tile=tile, ran=ran):
-                        if name == family and (tile in candidates or not candidates):
-                            ran.append(name)
-                            return tile
-                        return heuristic
-
-                    # candidates are listed (and checked to fit) only when autotuning is on
-                    _cuda._pick, _autotune.enabled = pick, lambda: True
-                    try:
+                    with cupyconv.settings.override(tile=(family, tile)):
+                        with cupyconv._launch.observe_plans() as served:  # one untimed call: did the family run the tile?
+                            run()
+                        ran = [plan for _, plan in served if plan.family == family and plan.tile == tile]
                         ms = bench._median_ms(run, 3, 10)
-                    finally:
-                        _cuda._pick, _autotune.enabled = original_pick, original_enabled
                     label = "-".join(map(str, tile)) + ("" if ran else " (not routed)")
                     print(f"| {pid} | {mode} | {family} | {label} | {ms:.3f} |", flush=True)
 

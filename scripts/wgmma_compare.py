@@ -39,21 +39,17 @@ def main(problem_ids, modes, backward=False):
             runs += [(f"conv_wgmma {t.bm}x{t.bn}", True, False, t) for t in _kernels.WGMMA_TILES]
             runs += [("resident", True, True, None)]
             runs += [(f"resident {t.bm}x{t.bn}", True, True, t) for t in _kernels.WGMMA_TILES]
-            heuristic, resident_heuristic = _kernels.wgmma_heuristic, _cuda._resident_heuristic
             for label, on, resident, tile in runs:
-                if tile is not None and resident:
-                    _cuda._resident_heuristic = lambda *args, tile=tile: tile if _cuda._resident_plan(*args[:4], tile, *args[5:]) else None
-                elif tile is not None:
-                    _kernels.wgmma_heuristic = lambda rows, tile=tile: tile
+                forced = None if tile is None else ("conv_wgmma_resident" if resident else "conv_wgmma", tile)
                 launched.clear()
                 try:
-                    with cupyconv.settings.override(use_wgmma=on, use_resident=resident, use_resident_anywhere=resident):
+                    with cupyconv.settings.override(use_wgmma=on, use_resident=resident, use_resident_anywhere=resident, tile=forced):
                         if backward:
                             (row,) = bench.run_gpu_backward([problem], dtype, precision, 5, 20)
                         else:
                             (row,) = bench.run_gpu([problem], dtype, precision, 5, 20, use_torch=True)
                 finally:
-                    _kernels.wgmma_heuristic, _cuda._resident_heuristic = heuristic, resident_heuristic
+                    pass
                 print(
                     f"| {pid} | {mode} | {'backward' if backward else 'forward'} | {label} | {', '.join(sorted(launched))} | {row.ours_ms:.3f} | {row.torch_ms:.3f} "
                     f"| {row.torch_ms / row.ours_ms:.2f}x | {row.ours_error:.2e} | {row.torch_error:.2e} |",

@@ -36,7 +36,7 @@ def main() -> None:
 
     import cupyconv
     import cupyconv.settings
-    from cupyconv import _api, _autotune, _cuda, bench
+    from cupyconv import _api, _autotune, _launch, _remember, bench
 
     problem = bench.PROBLEMS["X4"]
     _, x, w = bench._inputs(problem)
@@ -45,9 +45,9 @@ def main() -> None:
     for _ in range(6):  # checked, recorded, remembered
         ours()
     key = _api._fast_key(1, x, w, None, *kwargs.values(), "highest")
-    fast = _api._FAST_FORWARD[key]
+    fast = _remember.FAST_FORWARD[key]
     packed = fast.packed
-    ndarray, launch = cupy.ndarray, _cuda._launch_kernel
+    ndarray, launch = cupy.ndarray, _launch._launch_kernel
     get_device, get_stream = cupy.cuda.runtime.getDevice, cupy.cuda.get_current_stream
     settings_version = cupyconv.settings.version
     reused = cupy.empty(fast.shape, fast.dtype)

@@ -105,7 +105,7 @@ def _empty(shape, like: torch.Tensor) -> torch.Tensor:
     return torch.empty(shape, dtype=like.dtype, device=like.device)
 
 
-# Remembered calls, as in cupyconv's own (_cuda.USE_REMEMBERED_FORWARD): a
+# Remembered calls, as in cupyconv's own (settings.use_remembered_forward): a
 # call with contiguous tensors whose launches are remembered runs them on
 # the tensors' addresses, on torch's current stream, into tensors (and
 # workspaces) from torch's allocator, with no DLPack exchange and no change of
@@ -116,7 +116,7 @@ def _empty(shape, like: torch.Tensor) -> torch.Tensor:
 # Forward: small passes that run as one launch (_cuda's small route), taken
 # from the first call (a _cuda._FastForward).  Backward: every route
 # _cuda.backward can record, recorded on a signature's second call, checked
-# bit for bit on its third, replayed from its fourth (a _cuda._Replay).
+# bit for bit on its third, replayed from its fourth (a cupyconv._remember._Replay).
 _FAST_FORWARD: dict = {}
 _FAST_BACKWARD: dict = {}
 
