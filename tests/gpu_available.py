@@ -44,6 +44,13 @@ class SettingsOverride:
 
         return self._stack.enter_context(_cuda.observe_launches())
 
+    def observe_plans(self) -> list:
+        """cupyconv._launch.observe_plans() until the test ends: the list of
+        (problem, plan) of every pass run from here on."""
+        from cupyconv import _launch
+
+        return self._stack.enter_context(_launch.observe_plans())
+
     def undo(self) -> None:
         stack, self._stack = self._stack, contextlib.ExitStack()
         stack.close()

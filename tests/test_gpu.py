@@ -23,12 +23,15 @@ import functools
 
 import numpy
 import pytest
-
-import cupyconv
-import cupyconv.settings
-from cupyconv import _geometry, _kernels, reference
-
-from oracle import MODES, check_accuracy, exact_backward, exact_forward, ideal_tf32_errors, numpy_dtype
+from gpu_available import HAVE_GPU, cupy
+from oracle import (
+    MODES,
+    check_accuracy,
+    exact_backward,
+    exact_forward,
+    ideal_tf32_errors,
+    numpy_dtype,
+)
 from sweep import (
     CASES,
     FILL_CASES,
@@ -46,7 +49,9 @@ from sweep import (
     relative_error,
 )
 
-from gpu_available import HAVE_GPU, cupy
+import cupyconv
+import cupyconv.settings
+from cupyconv import _geometry, _kernels, reference
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU")]
 
@@ -239,8 +244,9 @@ def test_float32_highest_as_3xtf32_in_conv_mma_and_grad_weight_mma(case, monkeyp
     grad_weight_mma), for the passes that sum enough products to take 3xTF32:
     under 1e-5 and within twice torch's error, like the CUDA-core kernels."""
     from cupyconv import _cuda
+    from cupyconv.kernels import rules
 
-    taken, original = [], _cuda._passes
+    taken, original = [], rules._passes
 
     def spy(dtype, precision, geometry, pass_name):
         passes = original(dtype, precision, geometry, pass_name)
@@ -302,23 +308,74 @@ def _lift(override, name):
     _no_direct(override)
 
 
+# The old dispatchers of _cuda by the plan families (Plan.family) they could run.
+_DISPATCHER_FAMILIES = {
+    "_window": ("conv_tf32_stream", "conv_wgmma_tf32", "conv_wgmma_split", "conv_wgmma_resident", "conv_wgmma", "conv_wgmma_x3", "conv_window"),
+    "_wgmma": ("conv_wgmma",),
+    "_resident": ("conv_wgmma_split", "conv_wgmma_resident"),
+    "_wgmma_x3": ("conv_wgmma_x3",),
+    "_conv_tf32": ("conv_wgmma_tf32",),
+    "_conv_tf32_stream": ("conv_tf32_stream",),
+    "_grad_input_overlap": ("grad_input_overlap", "grad_input_multicast"),
+    "_grad_weight_overlap": ("grad_weight_overlap", "grad_weight_multicast"),
+    "_grad_weight_tf32": ("grad_weight_wgmma_tf32", "grad_weight_wgmma_tf32 (3xTF32)"),
+    "_window_fill": ("conv_window_fill",),
+}
+
+
+def _families(name) -> tuple:
+    """The plan families the old dispatcher `name` ran (others: the family of its name)."""
+    return _DISPATCHER_FAMILIES.get(name, (name.lstrip("_"),))
+
+
+class _Served:
+    """A live view of an observe_plans() list: record(problem, plan) for each
+    pass it observed (autotuner timings, whose problem is None, left out) that
+    keep(problem, plan) takes, read afresh each time; behaves as a list
+    (in, ==, len, indexing, iteration) and clear() forgets what came before."""
+
+    def __init__(self, observed, keep, record):
+        self._observed, self._keep, self._record, self._start = observed, keep, record, 0
+
+    def _items(self) -> list:
+        return [self._record(p, plan) for p, plan in self._observed[self._start :] if p is not None and self._keep(p, plan)]
+
+    def clear(self) -> None:
+        self._start = len(self._observed)
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def __len__(self):
+        return len(self._items())
+
+    def __getitem__(self, index):
+        return self._items()[index]
+
+    def __contains__(self, item):
+        return item in self._items()
+
+    def __eq__(self, other):
+        return self._items() == list(other)
+
+    def __bool__(self):
+        return bool(self._items())
+
+    def __repr__(self):
+        return repr(self._items())
+
+
+def _served(override, families, record=lambda p, plan: p.op) -> _Served:
+    """record(problem, plan) for the passes the plan families `families` ran from here on."""
+    return _Served(override.observe_plans(), lambda p, plan: plan.family in families, record)
+
+
 def _spy(monkeypatch, override, name, record):
-    """Run _cuda.<name> (conv_window's or grad_weight_window's dispatcher) on
-    small problems too (_lift); returns a list of record(arguments) for the
-    calls it served."""
-    from cupyconv import _cuda
-
+    """Run the old dispatcher <name>'s families (conv_window's or
+    grad_weight_window's, ...: _families) on small problems too (_lift);
+    returns a list of record(problem) for the passes they served."""
     _lift(override, name)
-    ran, original = [], getattr(_cuda, name)
-
-    def spy(*args):
-        used = original(*args)
-        if used:
-            ran.append(record(args))
-        return used
-
-    monkeypatch.setattr(_cuda, name, spy)
-    return ran
+    return _served(override, _families(name), lambda p, plan: record(p))
 
 
 def _spy_window(monkeypatch, override):
@@ -328,7 +385,7 @@ def _spy_window(monkeypatch, override):
     override(use_wgmma=False)
     override(use_wgmma_x3=False)
     override(grad_input_phase_stride_one=False)
-    return _spy(monkeypatch, override, "_window", lambda args: args[5])
+    return _spy(monkeypatch, override, "_window", lambda p: p.op)
 
 
 def _is_hopper() -> bool:
@@ -346,7 +403,7 @@ def _spy_wgmma(monkeypatch, override):
     override(grad_input_phase_stride_one=False)
     override(wgmma_max_rows=1 << 30)
     override(wgmma_min_taps=0)
-    return _spy(monkeypatch, override, "_wgmma", lambda args: args[5])
+    return _spy(monkeypatch, override, "_wgmma", lambda p: p.op)
 
 
 def _spy_resident(monkeypatch, override, multiprocessors=None):
@@ -364,28 +421,18 @@ def _spy_resident(monkeypatch, override, multiprocessors=None):
     override(grad_input_phase_stride_one=False)
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
-    return _spy(monkeypatch, override, "_resident", lambda args: args[5])
+    return _spy(monkeypatch, override, "_resident", lambda p: p.op)
 
 
 def _force_tile(monkeypatch, override, family, tile):
-    """Make _pick return `tile` for `family` where it is a candidate (with
-    autotuning on, so that the dispatcher lists its candidates); returns the
-    list of times it did."""
-    from cupyconv import _autotune, _cuda
-
-    picked = []
-
-    def pick(name, key, candidates, heuristic, launch):
-        if name == family and tile in candidates:
-            picked.append(tile)
-            return tile
-        return heuristic
-
-    monkeypatch.setattr(_autotune, "enabled", lambda: True)
-    monkeypatch.setattr(_cuda, "_pick", pick)
+    """Make `family` run with `tile` where it is one of its tiles
+    (settings.tile; forward passes off the remembered small launch, which
+    takes the heuristic tile); returns the list of times it did (observe_plans)."""
+    override(tile=(family, tile))
+    override(small_forward_max_output=0)
     if family != "conv_direct":
         _no_direct(override)
-    return picked
+    return _Served(override.observe_plans(), lambda p, plan: plan.family == family and plan.tile in (tile, (tile, "fill")), lambda p, plan: tile)
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
@@ -473,7 +520,7 @@ def _spy_wgmma_x3(monkeypatch, override):
     override(use_wgmma_x3=True)
     override(use_wgmma_x3_anywhere=True)
     override(grad_input_phase_stride_one=False)
-    return _spy(monkeypatch, override, "_wgmma_x3", lambda args: args[5])
+    return _spy(monkeypatch, override, "_wgmma_x3", lambda p: p.op)
 
 
 @pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
@@ -538,20 +585,19 @@ def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch,
     assert "forward" in ran
 
 
-def _spy_fill(monkeypatch, family="conv_wgmma_resident"):
-    """The keys `family`'s tile choice was asked for: ending in "fill" where
-    its fill ran."""
-    from cupyconv import _cuda
+def _fill_key(p, plan) -> tuple:
+    """(family, pass, index type, "fill" or None) of a pass conv_wgmma_resident or conv_window ran."""
+    names = [step.launch.name for step in plan.steps if hasattr(step, "launch")]
+    index = "long long" if any("long long" in name for name in names) else "int"
+    fill = plan.family == "conv_window_fill" or (isinstance(plan.tile, tuple) and plan.tile[-1:] == ("fill",))
+    return (plan.family, p.op, index, "fill" if fill else None)
 
-    keys, original = [], _cuda._pick
 
-    def pick(name, key, *args):
-        if name == family:
-            keys.append(key)
-        return original(name, key, *args)
-
-    monkeypatch.setattr(_cuda, "_pick", pick)
-    return keys
+def _spy_fill(override, family="conv_wgmma_resident"):
+    """_fill_key of each pass `family` (with "conv_window": its fill build
+    too) ran: ending in "fill" where its fill ran."""
+    families = ("conv_window", "conv_window_fill") if family == "conv_window" else (family,)
+    return _served(override, families, _fill_key)
 
 
 @pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
@@ -565,7 +611,7 @@ def test_resident_fill(case, mode, tile, monkeypatch, settings_override):
         pytest.skip(_ON_HOPPER_ONLY)
     ran = _spy_resident(monkeypatch, settings_override, 3)
     picked = _force_tile(monkeypatch, settings_override, "conv_wgmma_resident", tile)
-    keys = _spy_fill(monkeypatch)  # around the forced choice
+    keys = _spy_fill(settings_override)
     test_forward(case, mode)
     assert "forward" in ran and picked == [tile] and keys and keys[-1][-1] == "fill", (ran, picked, keys)
 
@@ -574,7 +620,7 @@ def test_resident_fill(case, mode, tile, monkeypatch, settings_override):
 def test_resident_fill_64_bit_index(case, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, keys = _spy_resident(monkeypatch, settings_override, 2), _spy_fill(monkeypatch)
+    ran, keys = _spy_resident(monkeypatch, settings_override, 2), _spy_fill(settings_override)
     settings_override(index_type="long long")
     test_forward(case, ("float16", "highest"))
     assert "forward" in ran and keys[-1][-1] == "fill" and keys[-1][2] == "long long"
@@ -606,7 +652,7 @@ def test_resident_without_fill_folds(mode, monkeypatch, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
     settings_override(use_fill=False)
-    ran, keys = _spy_resident(monkeypatch, settings_override, 3), _spy_fill(monkeypatch)
+    ran, keys = _spy_resident(monkeypatch, settings_override, 3), _spy_fill(settings_override)
     test_forward(FILL_CASES[0], mode)
     assert "forward" in ran and keys and all(key[-1] != "fill" for key in keys)
 
@@ -617,7 +663,7 @@ def _spy_window_fill(monkeypatch, override):
     fill ran)."""
     override(window_min_output=0)
     override(use_window_fill=True)
-    return _spy_fill(monkeypatch, "conv_window")
+    return _spy_fill(override, "conv_window")
 
 
 @pytest.mark.parametrize("tile", _kernels.WINDOW_TUNE_TILES, ids=lambda t: "-".join(map(str, t)))
@@ -625,8 +671,8 @@ def _spy_window_fill(monkeypatch, override):
 def test_window_fill(case, tile, monkeypatch, settings_override):
     """conv_window's fill (float32 "highest" as 3xTF32) on every tile,
     against float64 in poisoned memory (under 1e-5)."""
-    picked = _force_tile(monkeypatch, settings_override, "conv_window", tile)
-    keys = _spy_window_fill(monkeypatch, settings_override)  # around the forced choice
+    picked = _force_tile(monkeypatch, settings_override, "conv_window_fill", tile)
+    keys = _spy_window_fill(monkeypatch, settings_override)
     test_forward(case, ("float32", "highest"))
     assert picked == [tile] and keys and keys[-1][-1] == "fill", (picked, keys)
 
@@ -954,7 +1000,7 @@ def _spy_conv_tf32(monkeypatch, override, multiprocessors=None):
     override(grad_input_phase_stride_one=False)
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
-    return _spy(monkeypatch, override, "_conv_tf32", lambda args: args[5])
+    return _spy(monkeypatch, override, "_conv_tf32", lambda p: p.op)
 
 
 @pytest.mark.parametrize("multiprocessors", [None, 3])
@@ -1019,7 +1065,7 @@ def test_conv_tf32_fold_rule(monkeypatch, settings_override):
     more (X3) and leave smaller ones (P4's 2, X2's 8) to the other kernels."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy(monkeypatch, settings_override, "_conv_tf32", lambda args: args[4].stride[1])
+    ran = _spy(monkeypatch, settings_override, "_conv_tf32", lambda p: p.geometry.stride[1])
     for case in CONV_TF32_FOLD_CASES:
         test_forward(case, ("float32", "tf32"))
     assert ran == [c.stride for c in CONV_TF32_FOLD_CASES if c.stride >= cupyconv.settings.current().conv_tf32_min_fold]
@@ -1156,6 +1202,7 @@ def test_conv_tf32_multicast_repeats_bitwise(monkeypatch, settings_override):
     """Runs of the same call give the same bits, and from the fourth call on
     the remembered replay (a new output and a new packed weight: both tensor
     maps rewritten) answers, in poisoned memory, with the checked path's."""
+    from cupyconv import _remember
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
     from cupyconv import _api, _cuda
@@ -1167,10 +1214,10 @@ def test_conv_tf32_multicast_repeats_bitwise(monkeypatch, settings_override):
     case = CONV_TF32_MULTICAST_CASES[0]
     x, w, b = (cupy.asarray(a.astype(numpy.float32)) for a in case.arrays(numpy.random.default_rng(5), numpy.float32))
     _api._FAST_FORWARD.clear()
-    _cuda._REMEMBER_SEEN.clear()
+    _remember._REMEMBER_SEEN.clear()
     runs = [cupyconv.conv_transpose1d(x, w, b, **case.kwargs, precision="tf32") for _ in range(3)]
     assert names.count(_kernels.conv_tf32_multicast_name("int", 8)) == 3
-    answered = _fast_calls(monkeypatch, _cuda._Replay)
+    answered = _fast_calls(monkeypatch, _remember._Replay)
     with poisoned_allocations():
         runs += [cupyconv.conv_transpose1d(x, w, b, **case.kwargs, precision="tf32") for _ in range(2)]
         cupy.cuda.get_current_stream().synchronize()
@@ -1185,7 +1232,7 @@ def test_conv_tf32_stream_rule(monkeypatch, settings_override):
     to the other kernels; the result against float64 either way."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy(monkeypatch, settings_override, "_conv_tf32_stream", lambda args: args[4].in_channels)
+    ran = _spy(monkeypatch, settings_override, "_conv_tf32_stream", lambda p: p.geometry.in_channels)
     settings_override(tf32x3_min_products=128)
     wide = Case("cts_wide", 1, 1, 256, 16, (16,), (200,), stride=8, padding=4)
     narrow = Case("cts_narrow", 1, 1, 64, 16, (16,), (200,), stride=8, padding=4)
@@ -1233,7 +1280,7 @@ GRAD_WEIGHT_WGMMA_CASES = [
 
 
 def _spy_grad_weight_wgmma(monkeypatch, override):
-    return _spy(monkeypatch, override, "_grad_weight_wgmma", lambda args: args[3])
+    return _spy(monkeypatch, override, "_grad_weight_wgmma", lambda p: p.geometry)
 
 
 @pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
@@ -1281,11 +1328,9 @@ def test_grad_weight_wgmma_is_bitwise_deterministic(case, dtype, monkeypatch, se
 def _spy_grad_weight_window(monkeypatch, override):
     """The calls grad_weight_window served (with grad_weight_taps and
     grad_weight_wgmma, which go first where they apply, turned off)."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "_grad_weight_taps", lambda *args: False)
+    override(use_grad_weight_taps=False)
     override(use_grad_weight_wgmma=False)
-    return _spy(monkeypatch, override, "_grad_weight_window", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_weight_window", lambda p: p.geometry)  # the geometry
 
 
 SIXTEEN_BIT_MODES = [m for m in MODES if m[0] in ("float16", "bfloat16")]
@@ -1327,15 +1372,12 @@ def test_grad_weight_window_is_bitwise_deterministic(case, dtype, monkeypatch, s
 
 def _spy_grad_weight_phase(monkeypatch, override, multiprocessors=None):
     """The geometries grad_weight_phase served (small problems too); with
-    `multiprocessors`, its splits are sized for that many (plans re-made)."""
-    from cupyconv import _cuda
-
+    `multiprocessors`, its splits are sized for that many (problems carry it)."""
     override(use_grad_weight_phase="anywhere")
     override(use_grad_phase_fused=False)  # grad_weight_phase itself, not its GX build
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
-    monkeypatch.setattr(_cuda, "_grad_weight_phase_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_phase_plan.__wrapped__))
-    return _spy(monkeypatch, override, "_grad_weight_phase", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_weight_phase", lambda p: p.geometry)  # the geometry
 
 
 FLOAT32_MODES = [("float32", "highest"), ("float32", "tf32")]
@@ -1387,7 +1429,7 @@ def _spy_grad_input_phase(monkeypatch, override):
     """The geometries grad_input_phase served (small problems and stride 1 too)."""
     override(use_grad_input_phase="anywhere")
     override(use_grad_phase_fused=False)  # grad_input_phase itself
-    return _spy(monkeypatch, override, "_grad_input_phase", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_input_phase", lambda p: p.geometry)  # the geometry
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
@@ -1413,7 +1455,7 @@ def _check_phase_routing(monkeypatch, override, dispatcher, output_mask, shapes,
     """Each (case, expected) of `shapes` runs the backward pass (output_mask)
     in both float32 tensor-core modes and float16 at the default size rule;
     _cuda.<dispatcher> must serve it exactly where expected in float32."""
-    ran = _spy(monkeypatch, override, dispatcher, lambda args: args[3])
+    ran = _spy(monkeypatch, override, dispatcher, lambda p: p.geometry)
     override(window_min_output=cupyconv.settings.current().pack_min_output)  # the default size rule (_spy lowers it)
     rng = numpy.random.default_rng(seed)
     for case, expected in shapes:
@@ -1443,13 +1485,10 @@ GRAD_PHASE_FUSED_CASES = [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_
 def _spy_grad_phase_fused(monkeypatch, override, multiprocessors=None):
     """The geometries grad_weight_phase's GX build served (small problems
     too); with `multiprocessors`, its splits are sized for that many."""
-    from cupyconv import _cuda
-
     override(use_grad_phase_fused="anywhere")
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
-    monkeypatch.setattr(_cuda, "_grad_weight_phase_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_phase_plan.__wrapped__))
-    return _spy(monkeypatch, override, "_grad_phase_fused", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_phase_fused", lambda p: p.geometry)  # the geometry
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
@@ -1561,13 +1600,10 @@ def _spy_grad_weight_tf32(monkeypatch, override, multiprocessors=None):
     with grad_weight_taps, which goes first in TF32 where it applies, turned
     off: X2-like shapes); with `multiprocessors`, its splits are sized for
     that many."""
-    from cupyconv import _cuda
-
-    monkeypatch.setattr(_cuda, "_grad_weight_taps", lambda *args: False)
+    override(use_grad_weight_taps=False)
     if multiprocessors is not None:
-        override(multiprocessors=multiprocessors)
-    monkeypatch.setattr(_cuda, "_grad_weight_tf32_plan", functools.lru_cache(maxsize=None)(_cuda._grad_weight_tf32_plan.__wrapped__))
-    return _spy(monkeypatch, override, "_grad_weight_tf32", lambda args: args[3])
+        override(multiprocessors=multiprocessors)  # (a problem carries it: plans are made for it)
+    return _spy(monkeypatch, override, "_grad_weight_tf32", lambda p: p.geometry)
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
@@ -1632,19 +1668,19 @@ def _taps_min_chunks(override, min_chunks):
     """The taps kernels' reductions split into pieces of at least min_chunks
     stages (their cached plans re-made on entry and exit; the setting stays
     until the test ends)."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import grad_input_taps
 
     override(grad_input_taps_min_chunks=min_chunks)
-    _cuda._taps_plan.cache_clear()
+    grad_input_taps._taps_plan.cache_clear()
     try:
         yield
     finally:
-        _cuda._taps_plan.cache_clear()
+        grad_input_taps._taps_plan.cache_clear()
 
 
 def _spy_grad_input_taps(monkeypatch, override):
     """The calls grad_input_taps served."""
-    return _spy(monkeypatch, override, "_grad_input_taps", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_input_taps", lambda p: p.geometry)  # the geometry
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
@@ -1687,7 +1723,7 @@ def test_grad_input_taps_is_bitwise_deterministic(case, dtype, monkeypatch, sett
 
 def _spy_grad_weight_taps(monkeypatch, override):
     """The calls grad_weight_taps served."""
-    return _spy(monkeypatch, override, "_grad_weight_taps", lambda args: args[3])  # the geometry
+    return _spy(monkeypatch, override, "_grad_weight_taps", lambda p: p.geometry)  # the geometry
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
@@ -1771,26 +1807,19 @@ def test_backward_is_bitwise_deterministic(case, mode):
 
 def _spy_grouped_backward(monkeypatch, override, tiles=None, multiprocessors=None):
     """The geometries grouped_backward served (small problems too).  With
-    `tiles`, its items are that many input positions or fewer; with
-    `multiprocessors`, its splits are sized for that many, so that blocks take
-    several items (plans re-made)."""
-    from cupyconv import _cuda
+    `tiles`, its items are that many input positions or fewer (its cached
+    plans re-made); with `multiprocessors`, its splits are sized for that
+    many (problems carry it), so that blocks take several items."""
+    from cupyconv.kernels import grouped_backward
 
     override(grouped_min_input=0)
     if tiles is not None:
         monkeypatch.setattr(_kernels, "GROUPED_TILES", tiles)
+        grouped_backward._grouped_backward_plan.cache_clear()
+        monkeypatch.setattr(grouped_backward, "_grouped_backward_plan", functools.lru_cache(maxsize=None)(grouped_backward._grouped_backward_plan.__wrapped__))
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
-    _cuda._grouped_backward_plan.cache_clear()
-    monkeypatch.setattr(_cuda, "_grouped_backward_plan", functools.lru_cache(maxsize=None)(_cuda._grouped_backward_plan.__wrapped__))
-    ran, original = [], _cuda._grouped_backward
-
-    def spy(*args):
-        ran.append(args[3])
-        return original(*args)
-
-    monkeypatch.setattr(_cuda, "_grouped_backward", spy)
-    return ran
+    return _served(override, ("grouped_backward",), lambda p, plan: p.geometry)
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
@@ -1878,18 +1907,9 @@ def _grouped_forward_takes(case) -> bool:
 def _spy_grouped_forward(monkeypatch, override):
     """The geometries grouped_forward served, small problems included (the
     size rule lifted, no remembered small launch)."""
-    from cupyconv import _cuda
-
     override(use_grouped_forward="anywhere")
     override(small_forward_max_output=0)
-    ran, original = [], _cuda._grouped_forward
-
-    def spy(*args):
-        ran.append(args[4])
-        return original(*args)
-
-    monkeypatch.setattr(_cuda, "_grouped_forward", spy)
-    return ran
+    return _served(override, ("grouped_forward",), lambda p, plan: p.geometry)
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
@@ -1915,13 +1935,13 @@ def test_grouped_forward_routing():
     """P3's shape takes grouped_forward in every mode but float64; wider
     groups, other output-channel counts, long strides, 2D problems and small
     outputs keep the other kernels."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import grouped_forward
 
     def routed(x_shape, w_shape, dtype="float32", dims=1, precision="highest", **kwargs):
         geometry = _geometry.make_geometry(
             dims, x_shape, w_shape, None, kwargs.get("stride", 1), kwargs.get("padding", 0), kwargs.get("output_padding", 0), kwargs.get("groups", 1), 1
         )  # fmt: skip
-        return _cuda._grouped_forward_routed(geometry, dtype, precision)
+        return grouped_forward._grouped_forward_routed(geometry, dtype, precision)
 
     p3 = dict(stride=2, padding=1, output_padding=1, groups=4)
     assert all(routed((16, 64, 65536), (64, 8, 5), dtype, **p3) for dtype in ("float32", "float16", "bfloat16"))
@@ -1942,17 +1962,8 @@ def test_grouped_forward_routing():
 def _spy_phase_backward(monkeypatch, override):
     """The geometries whose backward pass ran as a stride-1 problem on one
     phase of grad_output (small problems included)."""
-    from cupyconv import _cuda
-
     override(use_phase_backward="anywhere")
-    ran, original = [], _cuda._phase_grad_output
-
-    def spy(gy4, geometry, *args):
-        ran.append(geometry)
-        return original(gy4, geometry, *args)
-
-    monkeypatch.setattr(_cuda, "_phase_grad_output", spy)
-    return ran
+    return _served(override, ("phase_backward",), lambda p, plan: p.geometry)
 
 
 PHASE_MODES = [("float16", "highest"), ("bfloat16", "highest")]
@@ -1974,7 +1985,7 @@ def test_phase_backward(case, mode, monkeypatch, settings_override):
 def test_phase_gather(case, index, monkeypatch):
     """phase_gather gives bitwise the NumPy gather of the rewrite (zeros at
     the ends included), in poisoned memory, with both index types."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import phase_gather
 
     monkeypatch.setattr(_kernels, "index_type", lambda *counts: index)
     lead = () if case.batch is None else (case.batch,)
@@ -1982,11 +1993,11 @@ def test_phase_gather(case, index, monkeypatch):
         1, lead + (case.in_channels,) + case.size, (case.in_channels, case.out_channels // case.groups) + case.kernel, None,
         case.stride, case.padding, case.output_padding, case.groups, case.dilation,
     )  # fmt: skip
-    phase = _cuda._phase_backward_geometry(geometry)
+    phase = phase_gather._phase_backward_geometry(geometry)
     gy = numpy.random.default_rng(35).standard_normal(geometry.output_shape4).astype(numpy.float16)
-    expected = _cuda._phase_grad_output(gy, geometry, *phase)
+    expected = phase_gather._phase_grad_output(gy, geometry, *phase)
     with poisoned_allocations():
-        gathered = _cuda._phase_grad_output(cupy.asarray(gy), geometry, *phase)
+        gathered = phase_gather._phase_grad_output(cupy.asarray(gy), geometry, *phase)
     assert gathered.shape == expected.shape and cupy.asnumpy(gathered).tobytes() == expected.tobytes()
 
 
@@ -1994,7 +2005,7 @@ def test_phase_backward_output_mask_and_routing(monkeypatch, settings_override):
     """grad_input alone and grad_weight alone give the bits of the full pass;
     P4's shape takes the rewrite, small problems and stride 2 with dilation 3
     do not."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import phase_gather
 
     case = PHASE_BACKWARD_CASES[0]
     ran = _spy_phase_backward(monkeypatch, settings_override)
@@ -2014,7 +2025,7 @@ def test_phase_backward_output_mask_and_routing(monkeypatch, settings_override):
 
     def routed(x_shape, w_shape, stride, padding, dilation, dtype="float16"):
         geometry = _geometry.make_geometry(1, x_shape, w_shape, None, stride, padding, 0, 1, dilation)
-        return _cuda._phase_backward_routed(geometry, dtype) is not None
+        return phase_gather._phase_backward_routed(geometry, dtype) is not None
 
     assert routed((16, 32, 131072), (32, 64, 3), 2, 1, 2) and routed((16, 32, 131072), (32, 64, 3), 2, 1, 2, "bfloat16")
     assert not routed((16, 32, 131072), (32, 64, 3), 2, 1, 2, "float32")  # the copy costs more than it saves
@@ -2025,11 +2036,11 @@ def test_phase_backward_output_mask_and_routing(monkeypatch, settings_override):
 def test_grouped_backward_routing():
     """P3's shape takes grouped_backward in every mode but float64; wider
     groups, 2D problems and small inputs keep the GEMMs."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import grouped_backward
 
     def routed(x_shape, w_shape, dtype="float32", dims=1, **kwargs):
         geometry = _geometry.make_geometry(dims, x_shape, w_shape, None, kwargs.get("stride", 1), kwargs.get("padding", 0), 0, kwargs.get("groups", 1), 1)
-        return _cuda._grouped_backward_routed(geometry, dtype)
+        return grouped_backward._grouped_backward_routed(geometry, dtype)
 
     p3 = dict(stride=2, padding=1, groups=4)
     assert all(routed((4, 64, 4096), (64, 8, 5), dtype, **p3) for dtype in ("float32", "float16", "bfloat16"))
@@ -2068,13 +2079,14 @@ def depthwise_chunk_runs(monkeypatch, settings_override):
     row (the grid-size rule off, so small problems do too); the plans are
     made afresh before and after.  Returns the chunks per warp each plan took."""
     from cupyconv import _cuda
+    from cupyconv.kernels import depthwise
 
     monkeypatch.setattr(_kernels, "DEPTHWISE_WARP_CHUNKS", 3)
     settings_override(tiny_max_output=0)  # so that the small cases reach depthwise_forward
     monkeypatch.setattr(_kernels, "DEPTHWISE_MIN_WARPS_PER_SM", 0)
     taken, original = [], _kernels.depthwise_warp_chunks
     monkeypatch.setattr(_kernels, "depthwise_warp_chunks", lambda *args: taken.append(original(*args)) or taken[-1])
-    caches = (_cuda._depthwise_plan, _cuda._small_forward_launch)
+    caches = (depthwise._depthwise_plan, _cuda._small_forward_launch)
     for cache in caches:
         cache.cache_clear()
     yield taken
@@ -2162,7 +2174,7 @@ def test_window_weight_pack(shapes, dtype, round_tf32):
     kept), or split for 3xTF32 ("split": that rounding, then the remainder
     rounded the same way, as MmaOp<float, 3> splits): bitwise, for both
     passes, folded or not, in poisoned memory."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import pack_weight
 
     kwargs = {k: v for k, v in shapes.items() if k not in ("x", "w")}
     geometry = _geometry.make_geometry(1, shapes["x"], shapes["w"], None, kwargs.get("stride", 1), kwargs.get("padding", 0), 0,
@@ -2191,7 +2203,7 @@ def test_window_weight_pack(shapes, dtype, round_tf32):
                 else:
                     expected = hi
             with poisoned_allocations():
-                packed = _cuda._window_weight(cupy.asarray(w), geometry, pass_name, dtype, fold, round_tf32 is True, round_tf32 == "split")
+                packed = pack_weight._window_weight(cupy.asarray(w), geometry, pass_name, dtype, fold, round_tf32 is True, round_tf32 == "split")
                 got = cupy.asnumpy(packed).view(wide)
             assert got.shape == expected.shape, (pass_name, fold, got.shape, expected.shape)
             differ = got != expected
@@ -2206,7 +2218,8 @@ def test_direct_weight_pack(dtype):
     """pack_direct_weight (conv_direct's weight in one launch) against
     _kernels.pack_direct_weight in NumPy, converted to the accumulator type
     and padded with zeros to each tile's rows: bitwise, in poisoned memory."""
-    from cupyconv import _cuda
+    from cupyconv import _launch
+    from cupyconv.kernels import conv_direct
 
     geometry = _geometry.make_geometry(2, (2, 6, 9, 10), (6, 20, 3, 2), None, (2, 3), (1, 0), 0, 2, (1, 2))
     w = numpy.random.default_rng(35).standard_normal((6, 20, 3, 2)).astype(numpy_dtype(dtype))
@@ -2216,7 +2229,10 @@ def test_direct_weight_pack(dtype):
         m_pad = -(-view.shape[4] // tile.bm) * tile.bm
         expected = numpy.concatenate([view, numpy.zeros(view.shape[:4] + (m_pad - view.shape[4],), acc)], axis=4)
         with poisoned_allocations():
-            got = cupy.asnumpy(_cuda._direct_weight(cupy.asarray(w), geometry, tile))
+            plan, shape = conv_direct._direct_weight_plan(geometry, dtype, tile.bm)
+            packed = cupy.empty(shape, dtype=acc)
+            _launch._launch(plan, (cupy.asarray(w), packed))
+            got = cupy.asnumpy(packed)
         assert got.dtype == acc and got.shape == expected.shape, (tile, got.dtype, got.shape, expected.shape)
         assert (got.view(numpy.uint8) == expected.view(numpy.uint8)).all(), tile
 
@@ -2430,8 +2446,9 @@ def _spy_tiny(monkeypatch):
     calls plan), with the small launches' caches cleared so that each new
     signature plans afresh."""
     from cupyconv import _api, _cuda
+    from cupyconv.kernels import conv_tiny
 
-    made, original = [], _cuda._tiny_plan.__wrapped__
+    made, original = [], conv_tiny._tiny_plan.__wrapped__
     monkeypatch.setattr(_cuda, "_tiny_plan", lambda *args: made.append(args[0]) or original(*args))
     _cuda._small_forward_launch.cache_clear()
     _api._FAST_FORWARD.clear()
@@ -2456,6 +2473,7 @@ def test_tiny_routes(case, mode, monkeypatch):
     autotuning on too (it has no tiles: the same launch, the same bits) and
     with 64-bit indices; a pass over either limit goes past it."""
     from cupyconv import _autotune, _cuda
+    from cupyconv.kernels import rules
 
     made = _spy_tiny(monkeypatch)
     test_forward(case, mode)
@@ -2473,7 +2491,7 @@ def test_tiny_routes(case, mode, monkeypatch):
         test_forward(case, mode)
         assert len(made) == count + 1
     geometry = _geometry.geometry_of(case.dims, x.shape, w.shape, b.shape, case.stride, case.padding, case.output_padding, case.groups, case.dilation)
-    for name, value in (("tiny_max_output", y.size - 1), ("tiny_max_products", _cuda._products_per_output(geometry, "forward") - 1e-9)):
+    for name, value in (("tiny_max_output", y.size - 1), ("tiny_max_products", rules._products_per_output(geometry, "forward") - 1e-9)):
         with cupyconv.settings.override(**{name: value}):
             count = len(made)
             test_forward(case, mode)
@@ -2518,7 +2536,7 @@ def test_remembered_forward_replays_routes(case, mode, monkeypatch):
     default stream and on another one, the replay gives bitwise what the
     checked path gives.  Only the packed GEMM weight (CuPy operations) keeps a
     call from being remembered."""
-    from cupyconv import _api, _cuda
+    from cupyconv import _api, _remember
 
     dtype_name, precision = mode
     dtype = numpy_dtype(dtype_name)
@@ -2527,7 +2545,7 @@ def test_remembered_forward_replays_routes(case, mode, monkeypatch):
     fn = _ops(case).forward
     launched, packs = _remember_spies(monkeypatch)
     _api._FAST_FORWARD.clear()
-    _cuda._REMEMBER_SEEN.clear()
+    _remember._REMEMBER_SEEN.clear()
     first = fn(x, w, b, **case.kwargs, precision=precision)
     assert first.size >= cupyconv.settings.current().small_forward_max_output
     names = list(launched)
@@ -2538,7 +2556,7 @@ def test_remembered_forward_replays_routes(case, mode, monkeypatch):
         assert not _api._FAST_FORWARD  # the packed GEMM weight: every call checked
         return
     (key,) = _api._FAST_FORWARD
-    assert isinstance(_api._FAST_FORWARD[key], _cuda._Replay)
+    assert isinstance(_api._FAST_FORWARD[key], _remember._Replay)
     del launched[:]
     x2, w2, b2 = (_to_gpu(a, dtype) for a in case.arrays(numpy.random.default_rng(32), dtype))
     with poisoned_allocations():
@@ -2575,12 +2593,12 @@ def test_remembered_forward_follows_settings(monkeypatch, settings_override):
     """A replay recorded before a setting changed (here use_window_fill, as a
     user or a test sets it) forgets itself: the next calls take the checked
     path, which routes by the new setting, and a new recording is made."""
-    from cupyconv import _api, _cuda
+    from cupyconv import _api, _remember
 
     case = next(c for c in REMEMBERED_CASES if c.name == "rem_p4")
     x, w, b = (_to_gpu(a, numpy.float16) for a in case.arrays(numpy.random.default_rng(33), numpy.float16))
     _api._FAST_FORWARD.clear()
-    _cuda._REMEMBER_SEEN.clear()
+    _remember._REMEMBER_SEEN.clear()
     y = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
     for _ in range(2):  # recorded, then checked
         cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
@@ -2592,7 +2610,7 @@ def test_remembered_forward_follows_settings(monkeypatch, settings_override):
     assert cupy.allclose(other.astype(numpy.float32), y.astype(numpy.float32), rtol=2e-2, atol=2e-2)
     for _ in range(2):
         assert cupy.array_equal(cupyconv.conv_transpose1d(x, w, b, **case.kwargs), other)
-    assert isinstance(_api._FAST_FORWARD.get(key), _cuda._Replay)
+    assert isinstance(_api._FAST_FORWARD.get(key), _remember._Replay)
     count = len(launched)
     assert cupy.array_equal(cupyconv.conv_transpose1d(x, w, b, **case.kwargs), other) and len(launched) == count
 
@@ -2603,7 +2621,7 @@ def test_remembered_calls_under_autotuning(monkeypatch, tmp_path):
     fourth the call replays them (forward and backward), in poisoned memory
     bitwise the checked path's.  Turning autotuning off forgets the
     recordings."""
-    from cupyconv import _api, _autotune, _cuda
+    from cupyconv import _api, _autotune, _remember
 
     monkeypatch.setenv("CUPYCONV_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(_autotune, "_enabled", True)
@@ -2612,14 +2630,14 @@ def test_remembered_calls_under_autotuning(monkeypatch, tmp_path):
     x, w, b = (_to_gpu(a, numpy.float16) for a in case.arrays(rng, numpy.float16))
     _api._FAST_FORWARD.clear()
     _api._FAST_BACKWARD.clear()
-    _cuda._REMEMBER_SEEN.clear()
+    _remember._REMEMBER_SEEN.clear()
     ys = [cupyconv.conv_transpose1d(x, w, b, **case.kwargs) for _ in range(3)]
     gy = cupy.asarray(rng.standard_normal(ys[0].shape), dtype=numpy.float16)
     grads = [cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs) for _ in range(3)]
     (forward_key,), (backward_key,) = _api._FAST_FORWARD, _api._FAST_BACKWARD
     for table, key in ((_api._FAST_FORWARD, forward_key), (_api._FAST_BACKWARD, backward_key)):
-        assert isinstance(table[key], _cuda._Replay) and table[key].autotune
-    answered = _fast_calls(monkeypatch, _cuda._Replay)
+        assert isinstance(table[key], _remember._Replay) and table[key].autotune
+    answered = _fast_calls(monkeypatch, _remember._Replay)
     with poisoned_allocations():
         y = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
         g = cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
@@ -2655,7 +2673,7 @@ def test_remembered_backward_replays_routes(case, mode, mask, monkeypatch):
     fourth call of a signature replays the recording of the second, checked
     on the third; on fresh inputs, in poisoned memory, on two streams, its
     gradients (None where masked) are bitwise the checked path's."""
-    from cupyconv import _api, _cuda
+    from cupyconv import _api, _remember
 
     dtype_name, precision = mode
     dtype = numpy_dtype(dtype_name)
@@ -2670,7 +2688,7 @@ def test_remembered_backward_replays_routes(case, mode, mask, monkeypatch):
     gy, x, w = inputs(34)
     launched, packs = _remember_spies(monkeypatch)
     _api._FAST_BACKWARD.clear()
-    _cuda._REMEMBER_SEEN.clear()
+    _remember._REMEMBER_SEEN.clear()
     first = fn(gy, x, w, **case.kwargs, output_mask=mask, precision=precision)
     assert [g is not None for g in first] == list(mask)
     names = list(launched)
@@ -2681,7 +2699,7 @@ def test_remembered_backward_replays_routes(case, mode, mask, monkeypatch):
         assert not _api._FAST_BACKWARD  # the packed GEMM weight: every call checked
         return
     (key,) = _api._FAST_BACKWARD
-    assert isinstance(_api._FAST_BACKWARD[key], _cuda._Replay)
+    assert isinstance(_api._FAST_BACKWARD[key], _remember._Replay)
     del launched[:]
     gy2, x2, w2 = inputs(35)
     with poisoned_allocations():
@@ -2709,14 +2727,14 @@ def test_remembered_backward_keys(monkeypatch, settings_override):
     dtypes, its arguments and its output_mask: another mask, a strided input
     or a mask that is not bools takes the checked path; the torch adapter's
     calls (outputs given) are never remembered."""
-    from cupyconv import _api, _cuda
+    from cupyconv import _api, _remember
 
     case = next(c for c in REMEMBERED_CASES if c.name == "rem_p4")
     rng = numpy.random.default_rng(36)
     x, w, _ = (_to_gpu(a, numpy.float32) for a in case.arrays(rng, numpy.float32))
     gy = cupy.asarray(rng.standard_normal(cupyconv.conv_transpose1d(x, w, **case.kwargs).shape), dtype=numpy.float32)
     _api._FAST_BACKWARD.clear()
-    _cuda._REMEMBER_SEEN.clear()
+    _remember._REMEMBER_SEEN.clear()
     grads = cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
     for _ in range(2):  # recorded, then checked
         cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
@@ -2726,7 +2744,7 @@ def test_remembered_backward_keys(monkeypatch, settings_override):
     for _ in range(4):
         assert _grads_equal(cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs), grads)
     count = len(launched)  # three checked calls; the fourth replayed
-    assert count and count % 3 == 0 and isinstance(_api._FAST_BACKWARD.get(key), _cuda._Replay)
+    assert count and count % 3 == 0 and isinstance(_api._FAST_BACKWARD.get(key), _remember._Replay)
     assert _grads_equal(cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs), grads) and len(launched) == count
     # a mask of ints: checked every time (and not under the bools' key)
     for _ in range(4):
@@ -2826,7 +2844,7 @@ def test_grad_input_multicast_repeats_bitwise(monkeypatch, settings_override):
     rewritten) answers, in poisoned memory, with the checked path's; a
     weight one element off a 16-byte boundary (pack_multicast_weight's
     element-by-element reads) gives the same grad_input."""
-    from cupyconv import _api, _cuda
+    from cupyconv import _api, _remember
 
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
@@ -2836,11 +2854,11 @@ def test_grad_input_multicast_repeats_bitwise(monkeypatch, settings_override):
     gy = cupy.asarray(rng.standard_normal(cupyconv.conv_transpose1d(x, w, **case.kwargs).shape).astype(numpy.float32))
     ran = _spy_launches(monkeypatch, settings_override)
     _api._FAST_BACKWARD.clear()
-    _cuda._REMEMBER_SEEN.clear()
+    _remember._REMEMBER_SEEN.clear()
     run = lambda weight: cupyconv.conv_transpose1d_backward(gy, x, weight, **case.kwargs, precision="tf32")
     grads = [run(w) for _ in range(3)]
     assert [name for name, _ in ran].count(_kernels.grad_input_multicast_name("int")) == 3, ran
-    answered = _fast_calls(monkeypatch, _cuda._Replay)
+    answered = _fast_calls(monkeypatch, _remember._Replay)
     with poisoned_allocations():
         grads += [run(w) for _ in range(2)]
         cupy.cuda.get_current_stream().synchronize()
@@ -2897,20 +2915,21 @@ def test_pack_overlap_weight_reads_any_alignment(mode, settings_override):
 def test_grad_input_overlap_declines():
     """Problems outside its rule (a row length of grad_output not a multiple
     of 4, stride 4) keep the other kernels."""
-    from cupyconv import _cuda, _geometry
+    from cupyconv import _geometry
+    from cupyconv.kernels import grad_input_overlap
 
     for shape in [(1, (2, 16, 64), (16, 8, 9), 8, 4), (1, (2, 16, 64), (16, 8, 16), 4, 4)]:
         dims, xs, ws, stride, padding = shape
         g = _geometry.make_geometry(dims, xs, ws, None, stride, padding, 0, 1, 1)
         fake = cupy.empty(8, dtype=numpy.float16)
-        assert not _cuda._grad_input_overlap_applies(g, "float16", fake, fake)
+        assert not grad_input_overlap._grad_input_overlap_applies(g, "float16", fake, fake)
     # float: "tf32" only (3xTF32 is not built), and grad_output 16-byte aligned
     g = _geometry.make_geometry(1, (2, 16, 64), (16, 8, 16), None, 8, 4, 0, 1, 1)
     aligned = cupy.empty(64, dtype=numpy.float32)
-    assert _cuda._grad_input_overlap_applies(g, "float32", aligned, aligned, 1)
-    assert not _cuda._grad_input_overlap_applies(g, "float32", aligned, aligned, 3)
-    assert not _cuda._grad_input_overlap_applies(g, "float32", aligned[2:], aligned, 1)
-    assert not _cuda._grad_input_overlap_applies(g, "float64", aligned, aligned, 1)
+    assert grad_input_overlap._grad_input_overlap_applies(g, "float32", aligned, aligned, 1)
+    assert not grad_input_overlap._grad_input_overlap_applies(g, "float32", aligned, aligned, 3)
+    assert not grad_input_overlap._grad_input_overlap_applies(g, "float32", aligned[2:], aligned, 1)
+    assert not grad_input_overlap._grad_input_overlap_applies(g, "float64", aligned, aligned, 1)
 
 
 # grad_weight_overlap: X2-like problems with an item (64 positions) that
@@ -3003,7 +3022,8 @@ def test_grad_weight_overlap_declines():
     """Problems outside its rule keep the other kernels: input rows not a
     multiple of 8, stride 4, 8 taps, two groups, grad_output rows of odd
     length at padding 4."""
-    from cupyconv import _cuda, _geometry
+    from cupyconv import _geometry
+    from cupyconv.kernels import grad_weight_overlap
 
     aligned = cupy.empty(64, dtype=numpy.float16)
     for dims, xs, ws, stride, padding, groups in [
@@ -3014,16 +3034,16 @@ def test_grad_weight_overlap_declines():
         (1, (2, 16, 64), (16, 8, 13), 8, 2, 1),
     ]:
         g = _geometry.make_geometry(dims, xs, ws, None, stride, padding, 0, groups, 1)
-        assert not _cuda._grad_weight_overlap_copy(g, "float16", aligned, aligned)
+        assert not grad_weight_overlap._grad_weight_overlap_copy(g, "float16", aligned, aligned)
     g = _geometry.make_geometry(1, (2, 16, 64), (16, 8, 16), None, 8, 4, 0, 1, 1)
-    assert _cuda._grad_weight_overlap_copy(g, "float16", aligned, aligned) == 8
-    assert not _cuda._grad_weight_overlap_copy(g, "float16", aligned, aligned[1:])  # x not 16-byte aligned
+    assert grad_weight_overlap._grad_weight_overlap_copy(g, "float16", aligned, aligned) == 8
+    assert not grad_weight_overlap._grad_weight_overlap_copy(g, "float16", aligned, aligned[1:])  # x not 16-byte aligned
     # float ("tf32"; the caller routes one pass only): 16-byte copies, x rows of whole 16 bytes
-    assert _cuda._grad_weight_overlap_copy(g, "float32", aligned, aligned) == 16
-    assert not _cuda._grad_weight_overlap_copy(g, "float32", aligned[4:], aligned)  # grad_output 8 bytes off
+    assert grad_weight_overlap._grad_weight_overlap_copy(g, "float32", aligned, aligned) == 16
+    assert not grad_weight_overlap._grad_weight_overlap_copy(g, "float32", aligned[4:], aligned)  # grad_output 8 bytes off
     g = _geometry.make_geometry(1, (2, 16, 66), (16, 8, 16), None, 8, 4, 0, 1, 1)
-    assert not _cuda._grad_weight_overlap_copy(g, "float32", aligned, aligned)
-    assert not _cuda._grad_weight_overlap_copy(g, "float64", aligned, aligned)
+    assert not grad_weight_overlap._grad_weight_overlap_copy(g, "float32", aligned, aligned)
+    assert not grad_weight_overlap._grad_weight_overlap_copy(g, "float64", aligned, aligned)
 
 
 # conv_direct, forced onto every case (small calls included): a row tail of
@@ -3066,9 +3086,9 @@ def test_direct_kernel(case, mode, settings_override):
 def direct_tiles_per_block(monkeypatch):
     """Sets the tiles each conv_direct block walks; its plans are made afresh
     before and after."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import conv_direct
 
-    plans = _cuda._direct_plan  # the cached function, before any spy wraps it
+    plans = conv_direct._direct_plan  # the cached function, before any spy wraps it
 
     def use(per_block):
         monkeypatch.setattr(_kernels, "direct_tiles_per_block", lambda tiles, multiprocessors: per_block)
@@ -3118,8 +3138,9 @@ def test_direct_routing(problem, mode, expected, monkeypatch):
     """Which benchmark-like shapes take conv_direct with no threshold
     changed, and that the result is right either way."""
     from cupyconv import _cuda
+    from cupyconv.kernels import conv_direct
 
-    ran, original = [], _cuda._direct_plan
+    ran, original = [], conv_direct._direct_plan
     monkeypatch.setattr(_cuda, "_direct_plan", lambda *args: ran.append(args) or original(*args))
     problem = dict(problem)
     dims, x_shape, w_shape = problem.pop("dims"), problem.pop("x"), problem.pop("w")

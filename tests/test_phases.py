@@ -822,10 +822,10 @@ UNPADDED_CASES = [c for c in CASES if not numpy.any(c.padding) and not numpy.any
 
 @pytest.mark.parametrize("case", UNPADDED_CASES, ids=str)
 def test_products_per_output_counts_the_products(case):
-    """_cuda._products_per_output, which sends float32 "highest" to 3xTF32 or
+    """rules._products_per_output, which sends float32 "highest" to 3xTF32 or
     to FFMA, is the mean number of products each output of a pass sums: what
     the pass gives on all-ones arrays, where no product falls in padding."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import rules
 
     g = _geometry_of(case)
     x, w, gy = numpy.ones(g.input_shape4), numpy.ones(g.weight_shape4), numpy.ones(g.output_shape4)
@@ -833,28 +833,29 @@ def test_products_per_output_counts_the_products(case):
     y = F.conv_transpose2d(torch.from_numpy(x), torch.from_numpy(w), stride=k.stride, padding=k.padding, output_padding=k.output_padding, groups=k.groups, dilation=k.dilation)
     grad_input, grad_weight = _torch_grads(x, w, gy, g)
     for pass_name, counts in (("forward", y.numpy()), ("grad_input", grad_input), ("grad_weight", grad_weight)):
-        assert _cuda._products_per_output(g, pass_name) == pytest.approx(counts.mean()), pass_name
+        assert rules._products_per_output(g, pass_name) == pytest.approx(counts.mean()), pass_name
 
 
 def test_float32_highest_takes_3xtf32_on_long_sums_only():
     """On sm_80 and later, float32 "highest" multiplies on tensor cores (3xTF32)
     where a pass sums settings.tf32x3_min_products products or more, on CUDA
     cores below that, and always on CUDA cores with float32_highest "simt"."""
-    from cupyconv import _cuda, settings
+    from cupyconv import settings
+    from cupyconv.kernels import rules
 
     long = _geometry.make_geometry(1, (2, 64, 100), (64, 32, 5), None, 1, 0, 0, 1, 1)  # about 308 / 160 / 200 products per output
     short = _geometry.make_geometry(1, (2, 8, 30), (8, 4, 3), None, 1, 0, 0, 1, 1)  # about 22 / 12 / 60
     with settings.override(compute_capability=90):
         for pass_name in ("forward", "grad_input", "grad_weight"):
-            assert _cuda._passes("float32", "highest", long, pass_name) == 3, pass_name
-            assert _cuda._passes("float32", "highest", short, pass_name) == 0, pass_name
-            assert _cuda._passes("float32", "tf32", short, pass_name) == 1, pass_name
-            assert _cuda._passes("float16", "highest", short, pass_name) == 1, pass_name
-            assert _cuda._passes("float64", "highest", long, pass_name) == 0, pass_name
+            assert rules._passes("float32", "highest", long, pass_name) == 3, pass_name
+            assert rules._passes("float32", "highest", short, pass_name) == 0, pass_name
+            assert rules._passes("float32", "tf32", short, pass_name) == 1, pass_name
+            assert rules._passes("float16", "highest", short, pass_name) == 1, pass_name
+            assert rules._passes("float64", "highest", long, pass_name) == 0, pass_name
     with settings.override(compute_capability=90, float32_highest="simt"):
-        assert _cuda._passes("float32", "highest", long, "forward") == 0
+        assert rules._passes("float32", "highest", long, "forward") == 0
     with settings.override(compute_capability=75):
-        assert _cuda._passes("float16", "highest", long, "forward") == 0
+        assert rules._passes("float16", "highest", long, "forward") == 0
 
 
 @pytest.mark.parametrize("rows, row_chunks", [(1, 1), (3, 11), (4096, 256), (48, 11), (100000, 3)])
@@ -1105,10 +1106,10 @@ def test_phase_rewrite_gives_the_gradients(case):
     """Where the dilation is a multiple of the stride, grad_input and
     grad_weight are those of the stride-1 problem on the gathered phase of
     grad_output (the very gather _cuda runs, on NumPy arrays)."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import phase_gather
 
     geometry = _geometry_of(case)
-    phase = _cuda._phase_backward_geometry(geometry)
+    phase = phase_gather._phase_backward_geometry(geometry)
     if phase is None:
         assert case.dims != 1 or case.stride == 1 or case.dilation % case.stride, case
         pytest.skip("the rewrite does not apply")
@@ -1118,7 +1119,7 @@ def test_phase_rewrite_gives_the_gradients(case):
     gy = rng.standard_normal(geometry.output_shape)
     xt, wt = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
     F.conv_transpose1d(xt, wt, **case.kwargs).backward(torch.from_numpy(gy))
-    sub_gy = _cuda._phase_grad_output(gy.reshape(geometry.output_shape4), geometry, *phase).reshape(sub.output_shape)
+    sub_gy = phase_gather._phase_grad_output(gy.reshape(geometry.output_shape4), geometry, *phase).reshape(sub.output_shape)
     assert sub.stride == (1, 1)
     xs, ws = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
     kwargs = dict(padding=sub.padding[1], output_padding=sub.output_padding[1], groups=sub.groups, dilation=sub.dilation[1])
@@ -1131,10 +1132,10 @@ def test_phase_rewrite_keeps_p4_rows_whole():
     """P4 (stride 2, padding 1, dilation 2): padding 1 at stride 1, rows of
     131072 outputs (whole 16-byte vectors in every dtype), starting at
     output 1."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import phase_gather
 
     p4 = _geometry.make_geometry(1, (16, 32, 131072), (32, 64, 3), None, 2, 1, 0, 1, 2)
-    sub, lo, hi, first = _cuda._phase_backward_geometry(p4)
+    sub, lo, hi, first = phase_gather._phase_backward_geometry(p4)
     assert (sub.stride, sub.padding, sub.dilation, sub.out_size, lo, hi, first) == ((1, 1), (0, 1), (1, 1), (1, 131072), 0, 131072, 1)
 
 
@@ -1414,12 +1415,12 @@ def test_conv_tf32_plans():
     128 tiles; what it has no build, record or room
     for gets no plan (5 taps, a stride that does not fold, a weight tile over
     the shared memory, rows too long for its 32-bit copy offsets)."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import conv_tf32
 
     def plan(x_shape, w_shape, pass_name="forward", **kwargs):
         kw = dict(stride=1, padding=0, output_padding=0, groups=1, dilation=1) | kwargs
         g = _geometry.make_geometry(1, x_shape, w_shape, None, kw["stride"], kw["padding"], kw["output_padding"], kw["groups"], kw["dilation"])
-        return _cuda._conv_tf32_plan(g, pass_name, "int", 132, 232448)
+        return conv_tf32._conv_tf32_plan(g, pass_name, "int", 132, 232448)
 
     for pass_name in ("forward", "grad_input"):
         launch, flat = plan((64, 128, 65536), (128, 128, 3), pass_name)
@@ -1441,12 +1442,12 @@ def test_grad_weight_tf32_plans():
     mode for strides (X2: 8 output channels x 16 taps a block, the stride in
     the window); no plan for odd input rows, stride-1 kernels over its tap
     builds, or strided ones over its fold limit."""
-    from cupyconv import _cuda
+    from cupyconv.kernels import grad_weight_tf32
 
     def plan(x_shape, w_shape, passes=3, **kwargs):
         kw = dict(stride=1, padding=0, output_padding=0, groups=1, dilation=1) | kwargs
         g = _geometry.make_geometry(1, x_shape, w_shape, None, kw["stride"], kw["padding"], kw["output_padding"], kw["groups"], kw["dilation"])
-        return _cuda._grad_weight_tf32_plan(g, "int", passes, 132, 232448)
+        return grad_weight_tf32._grad_weight_tf32_plan(g, "int", passes, 132, 232448)
 
     launch, workspace, _ = plan((64, 128, 65536), (128, 128, 3), padding=1)
     assert launch.name == _kernels.grad_weight_tf32_name("int", 3, 3, 16) and launch.name.endswith(", false>")  # out 65536
