@@ -304,6 +304,8 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
             bound.function(bound.grid, bound.block, (x, weight, bias, y) + bound.tail, shared_mem=bound.shared)
             for observe in _RECORDING.observers:
                 observe(bound, (x, weight, bias, y))
+            for served in _RECORDING.plan_observers:
+                served.append((p, bound.plan))
             if all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made, as a remembered launch takes none
                 if out is None:
                     _remember_fast(fast_key, bound, y)
@@ -578,13 +580,18 @@ def _run_pass(p: Problem, arrays: dict) -> None:
     s = _S()
     if not _autotune.enabled():
         family = _choose(p, s)
-        tile = family.heuristic(p)
-        if s.tile is not None and s.tile[0] == family.name and s.tile[1] in family.tiles(p):
-            tile = s.tile[1]
-        _run(family.plan(p, tile), arrays, p)
+        _run(family.plan(p, _tile(family, p, s)), arrays, p)
         return
     family, tile = _tuned_choice(p, arrays)
     _run(family.plan(p, tile), arrays, p)
+
+
+def _tile(family, p: Problem, s):
+    """The family's heuristic tile for p, or settings.tile's where it names
+    this family and one of its candidates."""
+    if s.tile is not None and s.tile[0] == family.name and s.tile[1] in family.tiles(p):
+        return s.tile[1]
+    return family.heuristic(p)
 
 
 def _tuned_choice(p: Problem, arrays: dict):
@@ -610,11 +617,11 @@ def _small_forward_launch(s, p: Problem, device: int):
     scalars in place), or None where its plan is not one launch on the call's
     arrays.  The settings `s` and `device` are part of the key."""
     family = _choose(p, s)
-    plan = family.plan(p, family.heuristic(p))
+    plan = family.plan(p, _tile(family, p, s))
     if plan.buffers or len(plan.steps) != 1 or not isinstance(plan.steps[0], Step) or plan.steps[0].args[:4] != ("source", "weight", "bias", "out"):
         return None
     launch, extra = plan.steps[0].launch, plan.steps[0].args[4:]
     tail = tuple(_phase_table(a.flat) for a in extra)
-    return _Bound(launch.name, _kernel_function(launch), (launch.blocks,), (launch.threads,), tail + launch.scalars, launch.shared)
+    return _Bound(launch.name, _kernel_function(launch), (launch.blocks,), (launch.threads,), tail + launch.scalars, launch.shared, plan)
 
 

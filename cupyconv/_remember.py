@@ -37,6 +37,7 @@ class _Bound(NamedTuple):
     block: tuple
     tail: tuple  # the phase table, then the scalars
     shared: int
+    plan: object = None  # the Plan it launches (observe_plans)
 
 
 class _FastForward:
