@@ -589,8 +589,10 @@ def _run_pass(p: Problem, arrays: dict) -> None:
 def _tile(family, p: Problem, s):
     """The family's heuristic tile for p, or settings.tile's where it names
     this family and one of its candidates."""
-    if s.tile is not None and s.tile[0] == family.name and s.tile[1] in family.tiles(p):
-        return s.tile[1]
+    if s.tile is not None:
+        for name, tile in (s.tile,) if isinstance(s.tile[0], str) else s.tile:
+            if name == family.name and tile in family.tiles(p):
+                return tile
     return family.heuristic(p)
 
 

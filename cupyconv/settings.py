@@ -105,7 +105,8 @@ class Settings:
     # conv_gemm, grad_weight_mma, grad_weight_partial, grad_bias) may run;
     # None: every family.  Forcing one in a test: families=("conv_window",)
     families: Optional[tuple] = None
-    # (family name, tile): that family runs with that tile where it is one of its candidates (tests)
+    # (family name, tile), or a tuple of them: that family runs with that tile
+    # where it is one of its candidates (tests)
     tile: Optional[tuple] = None
 
 

@@ -24,12 +24,16 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(_autotune, "_enabled", None)
     monkeypatch.setattr(_autotune, "_warned", set())
     try:
-        from cupyconv import _cuda
-
-        monkeypatch.setattr(_cuda, "_tuned", {})  # the launch layer's per-process choices
+        from cupyconv import _launch
     except ImportError:  # no CuPy
-        pass
+        yield tmp_path
+        return
+    # the per-process choices, one dict that _cuda fills and _remember watches: emptied for the test, restored after
+    saved = dict(_launch._tuned)
+    _launch._tuned.clear()
     yield tmp_path
+    _launch._tuned.clear()
+    _launch._tuned.update(saved)
 
 
 def _timer(costs, calls):

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("cupy")
 
-from cupyconv import _cuda, _kernels, _launch, _remember, settings
+from cupyconv import _launch, _remember, settings
 
 
 def _array(pointer, nbytes, shape=(1,), dtype=numpy.float32, contiguous=True):

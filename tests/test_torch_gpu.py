@@ -251,12 +251,14 @@ def test_remembered_small_forward(route, dtype, monkeypatch, poisoned, tf32, set
     A call without the bias, with a non-contiguous input, or after a setting
     changed takes the checked path."""
     from cupyconv import _cuda, settings
+    from cupyconv import _launch, _remember
 
     tf32(False)
     checked, streams = [], []
-    check, launch = _cuda.forward, _cuda._launch_kernel
+    check, launch = _cuda.forward, _launch._launch_kernel
     monkeypatch.setattr(_cuda, "forward", lambda *a, **k: checked.append(1) or check(*a, **k))
-    monkeypatch.setattr(_cuda, "_launch_kernel", lambda *a: streams.append(a[8]) or launch(*a))
+    for module in (_launch, _remember):  # packed launches, and the remembered small call's inline one
+        monkeypatch.setattr(module, "_launch_kernel", lambda *a: streams.append(a[8]) or launch(*a))
     monkeypatch.setattr(_bridge, "_FAST_FORWARD", {})
     x_shape, w_shape = SMALL_FORWARDS[route]
     generator = torch.Generator(device="cuda").manual_seed(0)
@@ -299,14 +301,15 @@ def test_remembered_backward(route, dtype, monkeypatch, poisoned, tf32):
     on the stream autograd makes current: bit for bit the checked calls'
     gradients.  Another output mask is another signature."""
     from cupyconv import _cuda
+    from cupyconv import _launch, _remember
 
     tf32(False)
     checked, streams = [], []
-    check, launch = _cuda.backward, _cuda._launch_kernel
+    check, launch = _cuda.backward, _launch._launch_kernel
     monkeypatch.setattr(_cuda, "backward", lambda *a, **k: checked.append(1) or check(*a, **k))
-    monkeypatch.setattr(_cuda, "_launch_kernel", lambda *a: streams.append(a[8]) or launch(*a))
+    monkeypatch.setattr(_launch, "_launch_kernel", lambda *a: streams.append(a[8]) or launch(*a))
     monkeypatch.setattr(_bridge, "_FAST_BACKWARD", {})
-    monkeypatch.setattr(_cuda, "_REMEMBER_SEEN", {})  # (a key another test counted would not be recorded again)
+    monkeypatch.setattr(_remember, "_REMEMBER_SEEN", {})  # (a key another test counted would not be recorded again)
     x_shape, w_shape, kwargs = BACKWARDS[route]
     generator = torch.Generator(device="cuda").manual_seed(0)
     x, w, b = (torch.randn(shape, device="cuda", generator=generator).to(getattr(torch, dtype)) for shape in (x_shape, w_shape, (w_shape[1] * kwargs.get("groups", 1),)))
@@ -346,13 +349,13 @@ def test_cuda_graph_capture(warmup, monkeypatch, tf32):
     recording (which waits for the GPU: a capture forbids it) or replay it;
     the graph replayed on new values gives torch's results on them, and
     eager calls after the capture go on to remember the backward."""
-    from cupyconv import _cuda
+    from cupyconv import _remember
 
     tf32(False)
     for name in ("_FAST_FORWARD", "_FAST_BACKWARD"):
         monkeypatch.setattr(_bridge, name, {})
-    monkeypatch.setattr(_cuda, "_REMEMBER_SEEN", {})
-    monkeypatch.setattr(_cuda, "_REMEMBER_CANDIDATES", {})
+    monkeypatch.setattr(_remember, "_REMEMBER_SEEN", {})
+    monkeypatch.setattr(_remember, "_REMEMBER_CANDIDATES", {})
     generator = torch.Generator(device="cuda").manual_seed(warmup)
     x, w, b = (torch.randn(shape, device="cuda", generator=generator).requires_grad_() for shape in ((2, 4, 9), (4, 6, 3), (6,)))
     gy = torch.randn(2, 6, 19, device="cuda", generator=generator)
