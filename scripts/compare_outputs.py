@@ -7,6 +7,8 @@ seed; `compare` lists the calls whose digests differ.
     PYTHONPATH=old python scripts/compare_outputs.py record old.json
     PYTHONPATH=.   python scripts/compare_outputs.py record new.json
     python scripts/compare_outputs.py compare old.json new.json
+
+SHARD=k/n records every n-th case from the k-th (compare takes glob patterns).
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ def record(path: str) -> None:
 
     print("cupyconv from", os.path.dirname(cupyconv.__file__))
     digests, started = {}, time.time()
-    for name, case in sorted(routing_snapshot.pool().items()):
+    shard, shards = (int(v) for v in os.environ.get("SHARD", "0/1").split("/"))  # SHARD=k/n: every n-th case from the k-th
+    for position, (name, case) in enumerate(sorted(routing_snapshot.pool().items())):
+        if position % shards != shard:
+            continue
         if name.startswith("index64") or name in bench.PROBLEMS:  # 4 GB arrays, full-size problems: the reliability tests' and the bench's
             continue
         rng = numpy.random.default_rng(sum(map(ord, name)))
@@ -60,8 +65,18 @@ def record(path: str) -> None:
     print(f"{len(digests)} calls recorded in {time.time() - started:.0f} s")
 
 
+def _load(pattern: str) -> dict:
+    import glob
+
+    merged = {}
+    for path in sorted(glob.glob(pattern)):
+        merged.update(json.load(open(path)))
+    return merged
+
+
 def compare(a: str, b: str) -> int:
-    old, new = json.load(open(a)), json.load(open(b))
+    """a, b: files or glob patterns (shards)."""
+    old, new = _load(a), _load(b)
     differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     for k in differ[:30]:
         print(f"{k}: {old.get(k)} -> {new.get(k)}")
