@@ -1,4 +1,5 @@
-"""The host side of rules: its families' rules and plans."""
+"""What every family's rule reads of a problem: how its pass multiplies
+(TF32, 3xTF32 or FFMA by the sum's length), its GEMM rows, sizes and index type."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The host side of window: its families' rules and plans."""
+"""window.cuh on the host: the 1D window kernels' problem (phase records,
+fold, channels, shapes), their scalar arguments, and the rule every window
+family shares (_WindowGroup; _Hopper for the wgmma ones)."""
 
 from __future__ import annotations
 
