@@ -96,12 +96,12 @@ def conv_transpose(spatial_dims, input, weight, bias, stride, padding, output_pa
             if y is not None:
                 return y
     kind, geometry = _prepare(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation)
-    precision = _geometry.check_precision(precision)
+    given_precision, precision = precision, _geometry.check_precision(precision)
     _require(kind, require)
     if kind == "cupy":
         cuda = _gpu()
-        if key is None and require is None:  # (the first CuPy call: the tables were not loaded yet)
-            key = _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
+        if key is None and require is None:  # (the first CuPy call: the tables were not loaded yet; keyed as later calls are)
+            key = _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, given_precision)
         return cuda.forward(input, weight, bias, geometry, precision, fast_key=key)
     x4 = numpy.ascontiguousarray(input).reshape(geometry.input_shape4)
     w4 = numpy.ascontiguousarray(weight).reshape(geometry.weight_shape4)
@@ -123,13 +123,14 @@ def conv_transpose_backward(
     kind = _geometry.check_arrays([("grad_output", grad_output), ("input", input), ("weight", weight)])
     geometry = _geometry.geometry_of(spatial_dims, input.shape, weight.shape, None, stride, padding, output_padding, groups, dilation)
     _geometry.check_grad_output(geometry, grad_output.shape)
+    given = output_mask, precision
     output_mask = _geometry.check_output_mask(output_mask)
     precision = _geometry.check_precision(precision)
     _require(kind, require)
     if kind == "cupy":
         cuda = _gpu()
-        if remembered is None and require is None:  # (the first CuPy call: the tables were not loaded yet)
-            key = _fast_backward_key(spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, output_mask, precision)
+        if remembered is None and require is None:  # (the first CuPy call: the tables were not loaded yet; keyed as later calls are)
+            key = _fast_backward_key(spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, *given)
         return cuda.backward(grad_output, input, weight, geometry, output_mask, precision, fast_key=key)
     gy4 = numpy.ascontiguousarray(grad_output).reshape(geometry.output_shape4)
     x4 = numpy.ascontiguousarray(input).reshape(geometry.input_shape4)

@@ -9,8 +9,9 @@ the arrays' device and CuPy's current stream.
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import math
+import types
 
 import cupy
 import numpy
@@ -601,20 +602,53 @@ def _tuned_choice(p: Problem, arrays: dict):
     if len(candidates) == 1:
         return candidates[0]
     g = p.geometry
+    s = _S()
     key = (p.op, p.dtype, p.precision, g, tuple((role, None if a is None else a % 16) for role, a in p.alignment), p.device)
-    memo = (cupy.cuda.Device().id, "families", key, _S())
+    memo = (cupy.cuda.Device().id, "families", key, s)
     choice = _tuned.get(memo)
     if choice is None:
-        signature = "|".join([_device_signature(), "families"] + [str(k) for k in key])
-        choice = _tuned[memo] = _autotune.choose(
-            signature, candidates, name=lambda c: f"{c[0].name}:{c[1]}", label=f"{p.op} {p.dtype}",
-            time=lambda c: _gpu_seconds(lambda: _run(c[0].plan(p, c[1]), arrays)),
-        )  # fmt: skip
+        # the settings are part of the signature: a choice among other settings' candidates is another choice
+        changed = "" if s == settings.Settings() else hashlib.sha256(repr(s).encode()).hexdigest()[:16]
+        signature = "|".join([_device_signature(), "families"] + [str(k) for k in key] + ([changed] if changed else []))
+        observers = _RECORDING.observers, _RECORDING.plan_observers
+        _RECORDING.observers = _RECORDING.plan_observers = ()  # the timing runs are not the call's launches
+        try:
+            choice = _tuned[memo] = _autotune.choose(
+                signature, candidates, name=lambda c: f"{c[0].name}:{c[1]}", label=f"{p.op} {p.dtype}",
+                time=lambda c: _gpu_seconds(lambda: _run(c[0].plan(p, c[1]), arrays)),
+            )  # fmt: skip
+        finally:
+            _RECORDING.observers, _RECORDING.plan_observers = observers
     return choice
 
 
-@functools.lru_cache(maxsize=1024)
+_SMALL_LAUNCHES: dict = {}  # (settings, problem, device) -> _Bound or None
+_SMALL_COUNTS = [0, 0]  # hits, misses (tests read them as functools' cache_info)
+
+
 def _small_forward_launch(s, p: Problem, device: int):
+    """_small_launch(s, p), remembered per (settings, problem, device) where
+    the settings did not change while it was made (as _registry._choose)."""
+    key = (s, p, device)
+    bound = _SMALL_LAUNCHES.get(key, _SMALL_LAUNCHES)
+    if bound is not _SMALL_LAUNCHES:
+        _SMALL_COUNTS[0] += 1
+        return bound
+    _SMALL_COUNTS[1] += 1
+    version = settings.version()
+    bound = _small_launch(s, p)
+    if settings.version() == version and _S() is s:
+        if len(_SMALL_LAUNCHES) >= 1024:
+            _SMALL_LAUNCHES.clear()
+        _SMALL_LAUNCHES[key] = bound
+    return bound
+
+
+_small_forward_launch.cache_clear = _SMALL_LAUNCHES.clear  # (tests: plans made afresh)
+_small_forward_launch.cache_info = lambda: types.SimpleNamespace(hits=_SMALL_COUNTS[0], misses=_SMALL_COUNTS[1])
+
+
+def _small_launch(s, p: Problem):
     """The one launch of a small forward call as a _Bound (its phase table and
     scalars in place), or None where its plan is not one launch on the call's
     arrays.  The settings `s` and `device` are part of the key."""

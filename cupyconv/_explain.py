@@ -95,6 +95,8 @@ def explain(
         raise ValueError(f"dtype must be one of {_geometry.SUPPORTED_DTYPES}, got {dtype!r}")
     geometry = _geometry.make_geometry(spatial_dims, tuple(input_shape), tuple(weight_shape), None, stride, padding, output_padding, groups, dilation)
     precision = _geometry.check_precision(precision)
+    if backward and not geometry.batch:
+        return "backward of an empty batch: the gradients are zeros (filled), no kernel runs"
     with _described(device):
         lines = []
         for p in problems(geometry, dtype, precision, backward, output_mask):
@@ -110,6 +112,8 @@ def chosen(spatial_dims, input_shape, weight_shape, stride=1, padding=0, output_
     geometry = _geometry.make_geometry(spatial_dims, tuple(input_shape), tuple(weight_shape), None, stride, padding, output_padding, groups, dilation)
     precision = _geometry.check_precision(precision)
     out = []
+    if backward and not geometry.batch:
+        return out  # (zeros filled, no kernel)
     with _described(device):
         for p in problems(geometry, dtype, precision, backward):
             family = _registry._choose(p, settings.current())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 
 from . import settings
 from ._plan import Family, Problem
@@ -65,16 +64,34 @@ BACKWARD = (DepthwiseBackward(), GroupedBackward(), PhaseBackward(), GradPhaseFu
 REGISTRY = {"forward": FORWARD, "grad_input": GRAD_INPUT, "grad_weight": GRAD_WEIGHT, "grad_bias": GRAD_BIAS, "backward": BACKWARD}
 
 
-@functools.lru_cache(maxsize=4096)
+_CHOICES: dict = {}  # (problem, settings) -> family
+
+
 def _choose(p: Problem, s) -> Family:
     """The first family of p's priority list that does not reject p (among
-    settings.families and the fallbacks, where that is set)."""
+    settings.families and the fallbacks, where that is set), remembered per
+    (problem, settings).  The rules read the settings in force: a choice
+    made while they changed (another thread's override) is not kept."""
+    key = (p, s)
+    family = _CHOICES.get(key, _CHOICES)
+    if family is not _CHOICES:  # (None too: no joint family takes it)
+        return family
+    version = settings.version()
     for family in REGISTRY[p.op]:
         if s.families is not None and family.name not in s.families and not family.fallback:
             continue
         if family.reject(p) is None:
-            return family
-    return None
+            break
+    else:
+        family = None
+    if settings.version() == version and settings.current() is s:
+        if len(_CHOICES) >= 4096:
+            _CHOICES.clear()
+        _CHOICES[key] = family
+    return family
+
+
+_choose.cache_clear = _CHOICES.clear  # (tests that change what a rule reads outside the settings)
 
 
 def _candidates(p: Problem) -> list:

@@ -112,6 +112,7 @@ class Settings:
 
 _LOCK = threading.Lock()
 _STATE = {"current": Settings(), "version": 0}
+_LAYERS: list = []  # the open override blocks' changes, in the order they were entered
 
 
 def current() -> Settings:
@@ -124,24 +125,33 @@ def version() -> int:
     return _STATE["version"]
 
 
-def _set(settings: Settings) -> None:
-    with _LOCK:
-        _STATE["current"] = settings
-        _STATE["version"] += 1
+def _rebuild() -> None:
+    """The defaults with every open block's changes, in order (under _LOCK):
+    a block that ends removes its own changes only, whatever thread opened
+    the others."""
+    merged = {}
+    for _, changes in _LAYERS:
+        merged.update(changes)
+    _STATE["current"] = dataclasses.replace(Settings(), **merged)
+    _STATE["version"] += 1
 
 
 @contextlib.contextmanager
 def override(**changes) -> Iterator[Settings]:
     """The settings with `changes` (field names of :class:`Settings`) in force
-    for the block; the previous ones after it.  A name that is not a setting
-    is a TypeError."""
+    for the block; without them after it.  A name that is not a setting is a
+    TypeError."""
     fields = {f.name for f in dataclasses.fields(Settings)}
     unknown = sorted(set(changes) - fields)
     if unknown:
         raise TypeError(f"unknown settings {unknown}; the settings are {sorted(fields)}")
-    before = current()
-    _set(dataclasses.replace(before, **changes))
+    layer = (object(), changes)
+    with _LOCK:
+        _LAYERS.append(layer)
+        _rebuild()
     try:
         yield current()
     finally:
-        _set(before)
+        with _LOCK:
+            _LAYERS.remove(layer)
+            _rebuild()

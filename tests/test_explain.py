@@ -65,3 +65,22 @@ def test_settings_families_forces_a_family_and_keeps_the_fallbacks():
     with settings.override(families=()):
         assert _explain.chosen(*shapes, **kwargs) == ["forward: conv_mma"]
         assert _explain.chosen(*shapes, **kwargs, backward=True) == ["grad_weight: grad_weight_mma", "grad_input: conv_mma", "grad_bias: grad_bias"]
+
+
+def test_explain_an_empty_batch_backward():
+    assert "zeros" in _explain.explain(1, (0, 4, 16), (4, 4, 3), stride=2, backward=True)
+    assert _explain.chosen(1, (0, 4, 16), (4, 4, 3), stride=2, backward=True) == []
+
+
+def test_override_blocks_end_with_their_own_changes_only():
+    """Blocks that do not nest (two threads' overrides) each take back only
+    their own changes: the defaults come back when both have ended."""
+    from cupyconv import settings
+
+    first, second = settings.override(use_fold=False), settings.override(wgmma_min_taps=3)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # (the one entered first ends first)
+    assert settings.current().use_fold and settings.current().wgmma_min_taps == 3
+    second.__exit__(None, None, None)
+    assert settings.current() == settings.Settings()

@@ -228,7 +228,8 @@ def test_cupy_fast_path_sends_none_to_the_checks(monkeypatch):
 
     stub = types.ModuleType("cupy_stub")
     exec("class ndarray:\n    pass", stub.__dict__)
-    monkeypatch.setattr(_api, "_CUPY_NDARRAY", stub.ndarray)
+    # the remembered calls' tables as _api sees them once a CuPy call has run
+    monkeypatch.setattr(_api, "_REMEMBERED", types.SimpleNamespace(ndarray=stub.ndarray, FAST_FORWARD={}, FAST_BACKWARD={}))
     x = stub.ndarray()
     for spatial_dims in (1, 2):
         with pytest.raises(TypeError, match="weight must be a numpy.ndarray or cupy.ndarray, got None"):
