@@ -45,9 +45,7 @@ DIRECT_MIN_BLOCKS_PER_SM = 8  # tiles per block shrink (to 1) to keep at least t
 def direct_heuristic(out_channels: int) -> DirectTile:
     """conv_direct's tile without the autotuner: the narrowest covering up to
     DIRECT_HEURISTIC_ROWS output channels per group, so 16x8 for up to 16,
-    else 32x4 (on H100, P5 and P4, 32x4 ran 0.58-0.65 ms
-    and 1.66 ms against 64x4's 0.62-0.72 and 1.87-2.02: more blocks per
-    multiprocessor; perf notes v11)."""
+    else 32x4 (more blocks a multiprocessor than 64x4: perf notes v11)."""
     return pick_tile(DIRECT_TILES, min(out_channels, DIRECT_HEURISTIC_ROWS))
 
 

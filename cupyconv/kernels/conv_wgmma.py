@@ -407,16 +407,8 @@ def _resident_heuristic(geometry: Geometry, pass_name: str, dtype: str, index: s
     return None
 
 
-# conv_wgmma_x3 (conv_wgmma's GEMM in 3xTF32 on wgmma, operands split once
-# into shared memory) takes the float32 "highest" passes conv_window would
-# run with 3xTF32 on compute capability 9.0, where it fits and where it
-# measured faster (H100, scripts/wgmma_x3_compare.py, perf notes v21): GEMMs
-# of _S().wgmma_x3_min_rows (its tiles' height) to _S().wgmma_x3_max_rows rows.  P1
-# forward 1.79-1.94 -> 1.76-1.78 ms, P2 7.92-7.95 -> 6.82-6.96, X2
-# 5.14-5.19 -> 5.02-5.17; X3 (16384 rows, 4 slices of 4 taps) no faster,
-# 1.01-1.13 against 1.01-1.09, so it keeps conv_window.  False keeps
-# conv_window everywhere; _S().use_wgmma_x3_anywhere (tests) lifts the row rule.
-WGMMA_X3_TILES = (WGMMA_TILES[1], WGMMA_TILES[0])  # the heuristic's order: 64 x 256 measured faster on P1, P2, X2, X3
+# conv_wgmma_x3's tiles in its heuristic's order (the wider first: perf notes v21).
+WGMMA_X3_TILES = (WGMMA_TILES[1], WGMMA_TILES[0])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -474,31 +466,11 @@ def _resident_choice(p: Problem, s):
     return "plain", heuristic
 
 
-class ConvWgmmaSplit(_Hopper):
-    name = "conv_wgmma_split"
+class _Resident(_Hopper):
+    """conv_wgmma_split and conv_wgmma_resident: one decision (_resident_choice) serves both."""
 
-    def reject(self, p):
-        reason = self.hopper_reject(p)
-        if reason:
-            return reason
-        if not _S().use_resident:
-            return "off (use_resident)"
-        kind, detail = _resident_choice(p, _S())
-        if kind != "split":
-            return detail if kind is None else f"conv_wgmma_resident's {kind} build takes it"
-        return None
-
-    def plan(self, p, tile):
-        _, heuristic = _resident_choice(p, _S())
-        steps, buffers = _window_weight_steps(p, p.op, p.dtype, fold=True, round_tf32=True)
-        launch, flat = _resident_plan(p.geometry, p.op, p.dtype, _gemm_index(p), heuristic, p.device.max_shared, p.device.multiprocessors, split=True)
-        return Plan(self.name, heuristic, steps + (Step(launch, ("source", "t0", self.bias(p), "out", Table(flat))),), buffers)
-
-
-class ConvWgmmaResident(_Hopper):
-    name = "conv_wgmma_resident"
-
-    def reject(self, p):
+    def resident_reject(self, p, takes: tuple):
+        """None where _resident_choice's build is one of `takes`, else why not."""
         reason = self.hopper_reject(p)
         if reason:
             return reason
@@ -507,9 +479,27 @@ class ConvWgmmaResident(_Hopper):
         kind, detail = _resident_choice(p, _S())
         if kind is None:
             return detail
-        if kind == "split":
-            return "conv_wgmma_split takes it"
-        return None
+        return None if kind in takes else f"its {kind} build is another family's"
+
+
+class ConvWgmmaSplit(_Resident):
+    name = "conv_wgmma_split"
+
+    def reject(self, p):
+        return self.resident_reject(p, ("split",))
+
+    def plan(self, p, tile):
+        _, heuristic = _resident_choice(p, _S())
+        steps, buffers = _window_weight_steps(p, p.op, p.dtype, fold=True, round_tf32=True)
+        launch, flat = _resident_plan(p.geometry, p.op, p.dtype, _gemm_index(p), heuristic, p.device.max_shared, p.device.multiprocessors, split=True)
+        return Plan(self.name, heuristic, steps + (Step(launch, ("source", "t0", self.bias(p), "out", Table(flat))),), buffers)
+
+
+class ConvWgmmaResident(_Resident):
+    name = "conv_wgmma_resident"
+
+    def reject(self, p):
+        return self.resident_reject(p, ("plain", "fill"))
 
     def _fill(self, p):
         return _resident_choice(p, _S())[0] == "fill"

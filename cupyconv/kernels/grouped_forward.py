@@ -113,8 +113,7 @@ def _grouped_forward_routed(geometry: Geometry, dtype: str, precision: str) -> b
     """Where grouped_forward runs: every problem it takes, with at least
     _S().grouped_forward_min_output outputs; in the modes of one tensor-core
     product (tf32, float16, bfloat16) only up to _S().grouped_forward_max_tc_rows
-    outputs a step (MG * S): with 16 output channels a group at stride 4 it
-    measured 0.32-0.35 ms against conv_mma's 0.23-0.28 (perf notes v16)."""
+    outputs a step (MG * S), past which conv_mma is faster (perf notes v16)."""
     passes = _tensor_core_passes(dtype, precision)
     return _grouped_forward_decision(geometry, dtype, passes, _S().use_grouped_forward, _S().grouped_forward_min_output, _S().grouped_forward_max_tc_rows)
 
