@@ -16,7 +16,7 @@ import types
 import cupy
 import numpy
 
-from . import _autotune, _chunks, _geometry, _kernels, _remember, settings
+from . import _autotune, _chunks, _geometry, _remember, settings
 from ._geometry import Geometry
 from ._launch import (
     _RECORDING,
@@ -32,7 +32,7 @@ from ._launch import (
     observe_launches,  # noqa: F401 (the tests' entry points, re-exported)
     observe_plans,  # noqa: F401
 )  # fmt: skip
-from ._plan import Copy, Device, Plan, Problem, Step, Sub, Table
+from ._plan import Device, Plan, Problem, Step, Sub, Table
 from ._registry import _candidates, _choose
 from ._remember import _Bound, _FastForward, _remember_fast, note_allocation  # noqa: F401 (note_allocation: the adapter's)
 from .kernels.conv_tiny import _tiny_routed
@@ -56,14 +56,15 @@ def _output(out, shape, dtype):
     return out.reshape(shape)
 
 
-def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None, remember_small=None):
+def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_key=None, remember_small=None, remember_into=None):
     """conv_transpose on CuPy arrays; returns the output in the user's shape
     (written into `out` when given).  The kernel is the first family of the
     registry's forward list that takes the problem (python -m cupyconv
     explain shows which and why).  A call with `fast_key` may be remembered
-    (_remember.FAST_FORWARD); one into `out` that runs as one small launch on
-    the arrays as given hands `remember_small` its _FastForward (the torch
-    adapter's remembered calls)."""
+    (_remember.FAST_FORWARD, or with `out` into `remember_into`: the torch
+    adapter's table, whose replays launch into its tensors); one into `out`
+    that runs as one small launch on the arrays as given hands
+    `remember_small` its _FastForward."""
     with x.device:
         # the kernels see pointers only: the output is made in the user's shape
         y = _output(out, geometry.output_shape, x.dtype)
@@ -97,9 +98,10 @@ def forward(x, weight, bias, geometry: Geometry, precision: str, out=None, fast_
                     remember_small(_FastForward(bound, y.shape, y.dtype, y.data.device_id))
             return y
         arrays = {"source": x.reshape(geometry.input_shape4), "weight": weight, "bias": bias, "out": y.reshape(geometry.output_shape4)}
-        remember = s.use_remembered_forward and fast_key is not None and out is None
+        remember = s.use_remembered_forward and fast_key is not None and (out is None or remember_into is not None)
         if remember and all(a is b for a, b in zip((x, weight, bias), given)):  # no copies were made
-            _remember.remember(fast_key, _remember.FAST_FORWARD, lambda: (_run_pass(p, arrays), (y,))[1], (x, weight, bias))
+            table = _remember.FAST_FORWARD if out is None else remember_into
+            _remember.remember(fast_key, table, lambda: (_run_pass(p, arrays), (y,))[1], (x, weight, bias))
         else:
             _run_pass(p, arrays)
         return y
@@ -253,17 +255,11 @@ def _run(plan: Plan, arrays: dict, p: Problem = None) -> None:
     for served in _RECORDING.plan_observers:
         served.append((p, plan))
     bound = dict(arrays)
-    copies = {step.dest for step in plan.steps if isinstance(step, Copy)}
     for k, buffer in enumerate(plan.buffers):
-        if f"t{k}" not in copies:
-            bound[f"t{k}"] = cupy.empty(buffer.shape, dtype=buffer.dtype)
+        bound[f"t{k}"] = cupy.empty(buffer.shape, dtype=buffer.dtype)
     for step in plan.steps:
         if isinstance(step, Sub):
             _run_pass(step.problem, {mine: bound[theirs] for mine, theirs in step.roles})
-        elif isinstance(step, Copy):
-            bound[step.dest] = cupy.ascontiguousarray(_kernels.pack_gemm_weight(bound[step.source], step.geometry, step.pass_name))
-            if _RECORDING.recorder is not None:  # CuPy operations, not launches: a recording would miss them
-                _RECORDING.recorder.unsafe = True
         else:
             _launch(step.launch, tuple(None if a is None else _phase_table(a.flat) if isinstance(a, Table) else bound[a] for a in step.args))
 

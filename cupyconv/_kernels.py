@@ -171,6 +171,7 @@ def all_instantiations() -> list[tuple[str, str]]:
             grad_input_phase.phase_instantiations,
             conv_direct.direct_instantiations,
             pack_weight.direct_pack_instantiations,
+            pack_weight.gemm_pack_instantiations,
             depthwise.depthwise_instantiations,
             grouped_backward.grouped_instantiations,
             grouped_forward.grouped_forward_instantiations,

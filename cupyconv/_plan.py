@@ -86,16 +86,6 @@ class Step(NamedTuple):
     args: tuple
 
 
-class Copy(NamedTuple):
-    """A CuPy copy into a buffer: the weight reordered for conv_gemm's packed
-    reads (kernels/conv_gemm.py's pack_gemm_weight), of the pass `pass_name`."""
-
-    source: str
-    dest: str
-    geometry: Geometry
-    pass_name: str
-
-
 class Sub(NamedTuple):
     """A step that runs a pass of another problem (the phase rewrite's
     stride-1 problem) through the registry, its roles renamed."""
@@ -116,9 +106,6 @@ class Plan(NamedTuple):
         """One line per step: kernel, grid x block, shared memory, arguments."""
         lines = []
         for step in self.steps:
-            if isinstance(step, Copy):
-                lines.append(f"copy {step.source} -> {step.dest} (packed weight, {step.pass_name})")
-                continue
             if isinstance(step, Sub):
                 lines.append(f"{step.problem.op} of the stride-1 problem ({', '.join(f'{a} = {b}' for a, b in step.roles)})")
                 continue
@@ -143,10 +130,7 @@ def rename(plan: Plan, roles: dict, first_buffer: int) -> Tuple[tuple, tuple]:
 
     steps = []
     for step in plan.steps:
-        if isinstance(step, Copy):
-            steps.append(step._replace(source=name(step.source), dest=name(step.dest)))
-        else:
-            steps.append(Step(step.launch, tuple(name(a) for a in step.args)))
+        steps.append(Step(step.launch, tuple(name(a) for a in step.args)))
     return tuple(steps), plan.buffers
 
 

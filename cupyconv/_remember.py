@@ -64,6 +64,14 @@ class _FastForward:
         adapter, with torch's tensors and current stream)."""
         self.packed.launch_pointers((x, weight, bias, y), stream)
 
+    def launch_raw(self, inputs, outputs, allocate, stream: int) -> bool:
+        """_Replay.launch_raw's form of launch_pointers (a small launch takes
+        no workspace)."""
+        if not self.usable():
+            return False
+        self.packed.launch_pointers(tuple(inputs) + tuple(outputs), stream)
+        return True
+
     def __call__(self, x, weight, bias):
         if _get_device() != self.device or _SETTINGS["version"] != self.settings or _autotune.enabled():  # (usable(), inline)
             return None

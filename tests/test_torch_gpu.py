@@ -285,6 +285,57 @@ def test_remembered_small_forward(route, dtype, monkeypatch, poisoned, tf32, set
     assert torch.equal(ct.conv_transpose1d(x, w, b, stride=2), first) and len(checked) == 4
 
 
+FORWARDS = {
+    "packed_gemm": ((8, 64, 16, 16), (64, 32, 4, 4), {"stride": 2, "padding": 1}),  # pack_gemm_weight, then conv_mma or conv_gemm
+    "window": ((2, 64, 512), (64, 32, 16), {"stride": 8, "padding": 4}),  # conv_fold (16-bit on Hopper) or a window kernel
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("route", FORWARDS)
+def test_remembered_forward(route, dtype, monkeypatch, poisoned, tf32):
+    """A forward pass past the small ones is checked on a signature's first
+    three calls (the second recorded, the third checking the recording) and
+    replayed from the fourth on the tensors' addresses (_bridge._FAST_FORWARD),
+    its workspaces from torch's allocator (poisoned), on torch's current
+    stream: bit for bit the checked calls' output.  A call without the bias
+    is another signature; a non-contiguous input takes the checked path."""
+    from cupyconv import _cuda, _launch, _remember
+
+    tf32(False)
+    checked, streams = [], []
+    check, launch = _cuda.forward, _launch._launch_kernel
+    monkeypatch.setattr(_cuda, "forward", lambda *a, **k: checked.append(1) or check(*a, **k))
+    monkeypatch.setattr(_launch, "_launch_kernel", lambda *a: streams.append(a[8]) or launch(*a))
+    monkeypatch.setattr(_bridge, "_FAST_FORWARD", {})
+    monkeypatch.setattr(_remember, "_REMEMBER_SEEN", {})  # (a key another test counted would not be recorded again)
+    x_shape, w_shape, kwargs = FORWARDS[route]
+    fn = ct.conv_transpose1d if len(x_shape) == 3 else ct.conv_transpose2d
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x, w, b = (torch.randn(shape, device="cuda", generator=generator).to(getattr(torch, dtype)) for shape in (x_shape, w_shape, w_shape[1:2]))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    outputs = []
+    for call in range(5):
+        with torch.cuda.stream(stream):
+            streams.clear()
+            outputs.append(fn(x, w, b, **kwargs))
+        stream.synchronize()
+        assert len(checked) == min(call + 1, 3)
+        assert streams and set(streams) == {stream.cuda_stream}
+    (replay,) = _bridge._FAST_FORWARD.values()
+    assert route != "packed_gemm" or (len(replay.steps) == 2 and replay.temporaries)  # the packing launch, into a workspace
+    for output in outputs:
+        assert not torch.isnan(output).any() and torch.equal(output, outputs[0])
+    exact = (F.conv_transpose1d if len(x_shape) == 3 else F.conv_transpose2d)(x.double(), w.double(), b.double(), **kwargs)
+    assert relative_error(outputs[-1].double().cpu().numpy(), exact.cpu().numpy()) < 1e-2
+    without_bias = [fn(x, w, None, **kwargs) for _ in range(4)]
+    assert len(checked) == 6 and len(_bridge._FAST_FORWARD) == 2
+    assert all(torch.equal(y, without_bias[0]) for y in without_bias)
+    strided = x.transpose(1, 2).contiguous().transpose(1, 2)
+    assert torch.equal(fn(strided, w, b, **kwargs), outputs[0]) and len(checked) == 7
+
+
 BACKWARDS = {
     "tiny": ((2, 4, 9), (4, 6, 3), {"stride": 2}),
     "gemm": ((4, 32, 64), (32, 16, 4), {"stride": 2, "padding": 1}),  # grad_weight split over blocks: a workspace

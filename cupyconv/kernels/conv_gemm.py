@@ -7,12 +7,10 @@ from __future__ import annotations
 import functools
 from typing import Tuple
 
-import numpy
-
 from .. import settings
 from .._geometry import Geometry
 from .._launch import _blocks_for, _i32, _i64, _Launch
-from .._plan import Buffer, Copy, Family, Plan, Step, Table
+from .._plan import Buffer, Family, Plan, Step, Table
 from .common import (
     CUDA_TYPE,
     MMA_TILES,
@@ -20,9 +18,9 @@ from .common import (
     MmaTile,
     Tile,
     instantiation_loop,
-    pack_gemm_weight,
     pick_tile,
 )
+from .pack_weight import gemm_weight_plan
 from .phases import forward_phases, grad_input_phases
 from .rules import _gemm_index, _gemm_rows, _problem_passes, _weight_dtype
 
@@ -154,7 +152,6 @@ class ConvGemm(Family):
         bias = "bias" if p.op == "forward" else None
         if not packed:
             return Plan(self.name, tile, (Step(launch, ("source", "weight", bias, "out", Table(flat))),))
-        g = p.geometry
-        shape = pack_gemm_weight(numpy.empty(g.weight_shape4[:2] + (g.kernel[0] * g.kernel[1],), numpy.uint8), g, p.op).shape
-        steps = (Copy("weight", "t0", g, p.op), Step(launch, ("source", "t0", bias, "out", Table(flat))))
+        pack, shape = gemm_weight_plan(p.geometry, p.op, p.dtype)
+        steps = (Step(pack, ("weight", "t0")), Step(launch, ("source", "t0", bias, "out", Table(flat))))
         return Plan(self.name, tile, steps, (Buffer(shape, _weight_dtype(p)),))

@@ -23,6 +23,12 @@
 // accumulator type (ValueTraits<T>::acc):
 //
 //   out[g, t, c, m] = weight[g * channels + c, m, t]   (t = kh * KW + kw; m < rows, zeros up to rows_padded)
+//
+// pack_gemm_weight: conv_gemm's and conv_mma's packed weight (_packs_weight
+// in conv_gemm.py), consecutive in the GEMM's rows, values as stored:
+//
+//   out[g, t, c, m] = weight[g * in_per_group + c, m, t]   forward (c input, m output channels a group)
+//   out[g, t, m, c] = weight[g * in_per_group + c, m, t]   grad_input
 #include "common.cuh"
 
 constexpr int PACK_THREADS = 256;
@@ -116,5 +122,23 @@ __global__ void __launch_bounds__(PACK_THREADS) pack_direct_weight(
         typename ValueTraits<T>::acc value = 0;
         if (m < rows) value = ValueTraits<T>::to_acc(weight[((g * channels + c) * rows + m) * taps + t]);
         out[i] = value;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(PACK_THREADS) pack_gemm_weight(
+    const T* __restrict__ weight,  // (groups * in_per_group, out_per_group, taps)
+    T* __restrict__ out,           // (groups, taps, in_per_group, out_per_group); grad_input: the last two swapped
+    int taps, int in_per_group, int out_per_group, int forward, long long total) {
+    for (long long i = blockIdx.x * static_cast<long long>(PACK_THREADS) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * PACK_THREADS) {
+        const int inner = forward ? out_per_group : in_per_group, outer = forward ? in_per_group : out_per_group;
+        const int a = static_cast<int>(i % inner);
+        const long long r = i / inner;
+        const int b = static_cast<int>(r % outer);
+        const int t = static_cast<int>(r / outer % taps);
+        const long long g = r / outer / taps;
+        const int c = forward ? b : a, m = forward ? a : b;
+        out[i] = weight[((g * in_per_group + c) * out_per_group + m) * taps + t];
     }
 }

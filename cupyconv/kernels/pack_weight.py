@@ -49,6 +49,10 @@ def pack_direct_weight_name(dtype: str) -> str:
     return f"pack_direct_weight<{CUDA_TYPE[dtype]}>"
 
 
+def pack_gemm_weight_name(dtype: str) -> str:
+    return f"pack_gemm_weight<{CUDA_TYPE[dtype]}>"
+
+
 def pack_window_weight(weight, geometry: Geometry, pass_name: str, fold: bool = True):
     """`weight` (NumPy or CuPy) ordered (groups, KW, M, C), conv_window's A
     layout before the channels are padded to 16 bytes: a view, or where the
@@ -82,10 +86,29 @@ def direct_pack_instantiations(dtype: str, index: str) -> list[tuple[str, str]]:
     return [("pack_weight.cu", pack_direct_weight_name(dtype))] if index == INDEX_TYPES[0] else []
 
 
+def gemm_pack_instantiations(dtype: str, index: str) -> list[tuple[str, str]]:
+    """pack_gemm_weight's build for a dtype (listed with the index type int)."""
+    return [("pack_weight.cu", pack_gemm_weight_name(dtype))] if index == INDEX_TYPES[0] else []
+
+
 def instantiations() -> list[tuple[str, str]]:
     """This file's part of _kernels.all_instantiations(), in its order:
     every (file, name) of pack_weight.cu the library can launch."""
-    return instantiation_loop(passes=(window_pack_instantiations,), trailing=(direct_pack_instantiations,))
+    return instantiation_loop(passes=(window_pack_instantiations,), trailing=(direct_pack_instantiations, gemm_pack_instantiations))
+
+
+@functools.lru_cache(maxsize=1024)
+def gemm_weight_plan(geometry: Geometry, pass_name: str, dtype: str):
+    """(pack_gemm_weight launch, packed shape): kernels/common.py's
+    pack_gemm_weight layout, made on the GPU in one launch."""
+    g = geometry
+    taps = g.kernel[0] * g.kernel[1]
+    channels = (g.in_channels_per_group, g.out_channels_per_group)
+    shape = (g.groups, taps) + (channels if pass_name == "forward" else channels[::-1])
+    total = math.prod(shape)
+    scalars = (_i32(taps), _i32(channels[0]), _i32(channels[1]), _i32(pass_name == "forward"), _i64(total))
+    blocks = max(1, min(-(-total // PACK_THREADS), PACK_MAX_BLOCKS))
+    return _Launch("pack_weight.cu", pack_gemm_weight_name(dtype), blocks, PACK_THREADS, scalars), shape
 
 
 @functools.lru_cache(maxsize=1024)

@@ -109,14 +109,15 @@ def _empty(shape, like: torch.Tensor) -> torch.Tensor:
 # call with contiguous tensors whose launches are remembered runs them on
 # the tensors' addresses, on torch's current stream, into tensors (and
 # workspaces) from torch's allocator, with no DLPack exchange and no change of
-# CuPy's device, stream or allocator (most of an X4-sized call's host time
-# before, perf notes v52).  Keys: (geometry, dtype, device index, precision,
-# and whether a bias is given or the output mask); the geometry is the one
-# _geometry.geometry_of made for the call's shapes and arguments.
-# Forward: small passes that run as one launch (_cuda's small route), taken
-# from the first call (a _cuda._FastForward).  Backward: every route
-# _cuda.backward can record, recorded on a signature's second call, checked
-# bit for bit on its third, replayed from its fourth (a cupyconv._remember._Replay).
+# CuPy's device, stream or allocator (most of a call's host time otherwise,
+# perf notes v52).  Keys: (geometry, dtype, device index, precision, and
+# whether a bias is given or the output mask); the geometry is the one
+# _geometry.geometry_of made for the call's shapes and arguments.  Forward:
+# a small pass that runs as one launch is taken from its first call (a
+# _FastForward); every other route, forward and backward, that _cuda can
+# record is recorded on a signature's second call, checked bit for bit on its
+# third and replayed from its fourth (a cupyconv._remember._Replay).  Both
+# launch through launch_raw.
 _FAST_FORWARD: dict = {}
 _FAST_BACKWARD: dict = {}
 
@@ -125,17 +126,28 @@ def _contiguous(a, b, c) -> bool:
     return a.is_contiguous() and b.is_contiguous() and (c is None or c.is_contiguous())
 
 
+def _replayed(remembered, inputs, outputs, device: torch.device) -> bool:
+    """Whether the remembered call ran on the tensors' addresses (its
+    workspaces from torch's allocator, kept until the launches are queued)."""
+    workspaces = []
+
+    def allocate(size: int) -> int:
+        workspaces.append(_scratch(device, size))
+        return workspaces[-1].data_ptr()
+
+    return remembered.launch_raw(inputs, outputs, allocate, _current_stream(device.index))
+
+
 def forward(input, weight, bias, geometry, precision: str) -> torch.Tensor:
     # The output is an ordinary torch tensor that the kernels write into.
     output = _empty(geometry.output_shape, input)
-    device = input.get_device()
-    key = (geometry, input.dtype, device, precision, bias is None)
+    key = (geometry, input.dtype, input.get_device(), precision, bias is None)
     contiguous = _contiguous(input, weight, bias)
-    fast = _FAST_FORWARD.get(key)
-    if fast is not None and contiguous and fast.usable():
-        bias_pointer = 0 if bias is None else bias.data_ptr()
-        fast.launch_pointers(input.data_ptr(), weight.data_ptr(), bias_pointer, output.data_ptr(), _current_stream(device))
-        return output
+    remembered = _FAST_FORWARD.get(key)
+    if remembered is not None and contiguous:
+        inputs = (input.data_ptr(), weight.data_ptr(), 0 if bias is None else bias.data_ptr())
+        if _replayed(remembered, inputs, (output.data_ptr(),), input.device):
+            return output
     remember = None
     if contiguous:
 
@@ -147,7 +159,10 @@ def forward(input, weight, bias, geometry, precision: str) -> torch.Tensor:
     with _on_torch_stream(input.device):
         x, w = to_cupy(input), to_cupy(weight)
         b = None if bias is None else to_cupy(bias)
-        _cuda.forward(x, w, b, geometry, precision, out=to_cupy(output), remember_small=remember)
+        _cuda.forward(
+            x, w, b, geometry, precision, out=to_cupy(output), remember_small=remember,
+            fast_key=key if contiguous else None, remember_into=_FAST_FORWARD,
+        )  # fmt: skip
         return output
 
 
@@ -158,20 +173,12 @@ def backward(grad_output, input, weight, geometry, output_mask, precision: str):
         _empty(weight.shape, input) if want_weight else None,
         _empty((geometry.out_channels,), input) if want_bias else None,
     )
-    device = input.get_device()
-    key = (geometry, input.dtype, device, precision, output_mask)
+    key = (geometry, input.dtype, input.get_device(), precision, output_mask)
     contiguous = _contiguous(grad_output, input, weight)
     replay = _FAST_BACKWARD.get(key)
     if replay is not None and contiguous:
-        workspaces = []  # kept until the launches are queued
-
-        def allocate(size: int) -> int:
-            workspaces.append(_scratch(input.device, size))
-            return workspaces[-1].data_ptr()
-
         inputs = (grad_output.data_ptr(), input.data_ptr(), weight.data_ptr())
-        outputs = tuple(0 if g is None else g.data_ptr() for g in grads)
-        if replay.launch_raw(inputs, outputs, allocate, _current_stream(device)):
+        if _replayed(replay, inputs, tuple(0 if g is None else g.data_ptr() for g in grads), input.device):
             return grads
     with _on_torch_stream(input.device):
         # input and weight both, whichever gradients are wanted: the routes
