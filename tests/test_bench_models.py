@@ -190,6 +190,15 @@ def test_hdemucs_is_skipped_without_torchaudio():
     assert "Skipped hdemucs: torchaudio is not importable" in text
 
 
+def test_models_option_needs_a_gpu(capsys):
+    if bench._gpu_available():
+        pytest.skip("a GPU is here: --models runs the suite")
+    with pytest.raises(SystemExit) as exit:
+        bench.main(["--models", "dcgan"])
+    assert exit.value.code == 2
+    assert "--models needs a CUDA GPU" in capsys.readouterr().err
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAVE_CUDA, reason="needs a CUDA GPU")
 def test_tiny_suite_on_a_gpu():
