@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from gpu_available import HAVE_GPU
 
-from cupyconv import bench, bench_models
+from cupyconv import bench, bench_models, models
 
 HAVE_CUDA = HAVE_GPU and torch.cuda.is_available()
 if os.environ.get("CUPYCONV_REQUIRE_GPU") == "1" and not HAVE_CUDA:
@@ -78,7 +78,7 @@ def test_unet_has_the_papers_layers():
     """pix2pix's encoder C64-C128-C256-C512 x5 down to 1x1, BatchNorm on all
     but the first and the innermost, dropout in the three innermost decoder
     blocks, and biases only where no BatchNorm follows."""
-    model = bench_models.UNetGenerator()
+    model = models.UNetGenerator()
     convs = [block[-2] if isinstance(block[-1], torch.nn.BatchNorm2d) else block[-1] for block in model.down]
     assert [c.out_channels for c in convs] == [64, 128, 256, 512, 512, 512, 512, 512]
     assert [isinstance(block[-1], torch.nn.BatchNorm2d) for block in model.down] == [False] + [True] * 6 + [False]
