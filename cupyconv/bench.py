@@ -542,6 +542,10 @@ def main(argv=None) -> int:
                         help="tune cupyconv's tile configurations first (as CUPYCONV_AUTOTUNE=1): the warm-up times the "
                         "candidates once per problem and the cache file remembers the winners")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="print every benchmark problem with its definition, and exit")
+    parser.add_argument("--models", nargs="?", const="all", metavar="NAMES",
+                        help="instead of the problems, time whole training steps of real models (comma-separated from hifigan, dcgan, "
+                        "pix2pix, hdemucs, or 'all', the default): torch against cupyconv.torch.convert, eager and CUDA-graphed "
+                        "(see cupyconv/bench_models.py); --modes picks from float32, tf32, bf16; --warmup and --repeat count steps")  # fmt: skip
     args = parser.parse_args(argv)
     if args.list:
         print(list_problems())
@@ -558,7 +562,7 @@ def main(argv=None) -> int:
     unknown = [i for i in ids if i not in PROBLEMS]
     if unknown:
         parser.error(f"unknown problem ids {unknown}; choose from {list(PROBLEMS)}")
-    if args.modes:
+    if args.modes and args.models is None:
         names = list(ALL_MODES) if args.modes == "all" else [m.strip() for m in args.modes.split(",") if m.strip()]
         if not names or any(m not in MODES for m in names):
             parser.error(f"--modes takes names from {list(MODES)} or 'all', got {args.modes!r}")
@@ -567,7 +571,7 @@ def main(argv=None) -> int:
         modes = [(args.dtype, args.precision)]
 
     if not _gpu_available():
-        gpu_only = [f"--{name}" for name in ("markdown", "plot", "backward", "adapter", "autotune") if getattr(args, name)]
+        gpu_only = [f"--{name}" for name in ("markdown", "plot", "backward", "adapter", "autotune", "models") if getattr(args, name)]
         if gpu_only:
             parser.error(f"{', '.join(gpu_only)} need{'s' if len(gpu_only) == 1 else ''} a CUDA GPU, and none is available here (or CuPy is not installed)")
         print("No CUDA GPU is available (or CuPy is not installed): the GPU benchmark cannot run here.")
@@ -575,6 +579,10 @@ def main(argv=None) -> int:
         print(run_cpu_demo())
         return 0
 
+    if args.models is not None:
+        from . import bench_models
+
+        return bench_models.main(parser, args)
     print(_environment())
     rows = []
     if args.backward and args.no_torch:
