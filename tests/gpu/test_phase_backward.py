@@ -38,12 +38,12 @@ def test_phase_backward(case, mode, monkeypatch, settings_override):
 
 @pytest.mark.parametrize("index", ["int", "long long"])
 @pytest.mark.parametrize("case", PHASE_BACKWARD_CASES + [c for c in CASES if c.name == "1d_big_padding"], ids=str)
-def test_phase_gather(case, index, monkeypatch):
+def test_phase_gather(case, index, settings_override):
     """phase_gather gives bitwise the NumPy gather of the rewrite (zeros at
     the ends included), in poisoned memory, with both index types."""
-    from cupyconv.kernels import common, phase_gather
+    from cupyconv.kernels import phase_gather
 
-    monkeypatch.setattr(common, "index_type", lambda *counts: index)  # (what _launch._index_type reads)
+    settings_override(index_type=index)  # _launch._index_type's answer, "int" too, whatever the sizes
     lead = () if case.batch is None else (case.batch,)
     geometry = _geometry.make_geometry(
         1, lead + (case.in_channels,) + case.size, (case.in_channels, case.out_channels // case.groups) + case.kernel, None,
