@@ -280,7 +280,7 @@ def _served(override, families, record=lambda p, plan: p.op) -> _Served:
     return _Served(override.observe_plans(), lambda p, plan: plan.family in families, record)
 
 
-def _spy(monkeypatch, override, name, record):
+def _spy(override, name, record):
     """Run the old dispatcher <name>'s families (conv_window's or
     grad_weight_window's, ...: _families) on small problems too (_lift);
     returns a list of record(problem) for the passes they served."""
@@ -294,7 +294,7 @@ def _is_hopper() -> bool:
     return _cuda._compute_capability() == 90
 
 
-def _force_tile(monkeypatch, override, family, tile):
+def _force_tile(override, family, tile):
     """Make `family` run with `tile` where it is one of its tiles
     (settings.tile; forward passes off the remembered small launch, which
     takes the heuristic tile); returns the list of times it did (observe_plans)."""
@@ -339,11 +339,11 @@ def _check_float32_grad_weight_repeats(case, precision):
         assert run().tobytes() == first.tobytes()
 
 
-def _check_phase_routing(monkeypatch, override, dispatcher, output_mask, shapes, seed):
+def _check_phase_routing(override, dispatcher, output_mask, shapes, seed):
     """Each (case, expected) of `shapes` runs the backward pass (output_mask)
     in both float32 tensor-core modes and float16 at the default size rule;
     _cuda.<dispatcher> must serve it exactly where expected in float32."""
-    ran = _spy(monkeypatch, override, dispatcher, lambda p: p.geometry)
+    ran = _spy(override, dispatcher, lambda p: p.geometry)
     override(window_min_output=cupyconv.settings.current().pack_min_output)  # the default size rule (_spy lowers it)
     rng = numpy.random.default_rng(seed)
     for case, expected in shapes:

@@ -113,8 +113,8 @@ def test_direct_blocks_of_several_tiles(case, mode, per_block, settings_override
 @pytest.mark.parametrize("tile", _kernels.DIRECT_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float16", "highest"), ("float64", "highest")], ids=["float32", "float16", "float64"])
 @pytest.mark.parametrize("case", [c for c in DIRECT_CASES if c.name in ("1d_mid_channels", "2d_s5_d2_tall", "1d_s3_k7_g3")], ids=str)
-def test_every_direct_tile(case, mode, tile, monkeypatch, settings_override):
-    ran, picked = _spy_direct(settings_override), _force_tile(monkeypatch, settings_override, "conv_direct", tile)
+def test_every_direct_tile(case, mode, tile, settings_override):
+    ran, picked = _spy_direct(settings_override), _force_tile(settings_override, "conv_direct", tile)
     check_forward(case, mode)
     assert _directs(ran) and picked, "the tile under test did not run"
 

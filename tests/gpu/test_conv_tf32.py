@@ -47,7 +47,7 @@ CONV_TF32_CASES = [
 ]
 
 
-def _spy_conv_tf32(monkeypatch, override, multiprocessors=None):
+def _spy_conv_tf32(override, multiprocessors=None):
     """The passes (forward, grad_input) conv_wgmma_tf32 ran (any number of
     rows; grad_input_phase off at stride 1).  With `multiprocessors`, its
     grid is sized for that many, so that each block works through many
@@ -56,28 +56,28 @@ def _spy_conv_tf32(monkeypatch, override, multiprocessors=None):
     override(grad_input_phase_stride_one=False)
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
-    return _spy(monkeypatch, override, "_conv_tf32", lambda p: p.op)
+    return _spy(override, "_conv_tf32", lambda p: p.op)
 
 
 @pytest.mark.parametrize("multiprocessors", [None, 3])
 @pytest.mark.parametrize("case", CONV_TF32_CASES, ids=str)
-def test_conv_tf32_kernel(case, multiprocessors, monkeypatch, settings_override):
+def test_conv_tf32_kernel(case, multiprocessors, settings_override):
     """conv_wgmma_tf32's forward pass and grad_input in "tf32" against
     float64, with the usual tolerance, in poisoned memory: both passes run on
     it (on Hopper)."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_conv_tf32(monkeypatch, settings_override, multiprocessors)
+    ran = _spy_conv_tf32(settings_override, multiprocessors)
     check_forward(case, ("float32", "tf32"))
     check_backward(case, ("float32", "tf32"))
     assert ran == ["forward", "grad_input"]
 
 
 @pytest.mark.parametrize("case", [c for c in CONV_TF32_CASES if c.name in ("ct_tails_d3", "ct_g2")], ids=str)
-def test_conv_tf32_64_bit_index(case, monkeypatch, settings_override):
+def test_conv_tf32_64_bit_index(case, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_conv_tf32(monkeypatch, settings_override, 3)
+    ran = _spy_conv_tf32(settings_override, 3)
     settings_override(index_type="long long")
     check_forward(case, ("float32", "tf32"))
     check_backward(case, ("float32", "tf32"))
@@ -102,13 +102,13 @@ CONV_TF32_FOLD_CASES = [
 
 @pytest.mark.parametrize("multiprocessors", [None, 3])
 @pytest.mark.parametrize("case", CONV_TF32_FOLD_CASES, ids=str)
-def test_conv_tf32_fold(case, multiprocessors, monkeypatch, settings_override):
+def test_conv_tf32_fold(case, multiprocessors, settings_override):
     """conv_wgmma_tf32's FOLD builds' forward pass in "tf32" against float64,
     with the usual tolerance, in poisoned memory (on Hopper; the rule lifted,
     so that small folds run it too)."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_conv_tf32(monkeypatch, settings_override, multiprocessors)
+    ran = _spy_conv_tf32(settings_override, multiprocessors)
     names = settings_override.observe_launches()
     check_forward(case, ("float32", "tf32"))
     assert ran == ["forward"]
@@ -116,12 +116,12 @@ def test_conv_tf32_fold(case, multiprocessors, monkeypatch, settings_override):
     assert len(ours) == 1 and ours[0].endswith(", true>"), names
 
 
-def test_conv_tf32_fold_rule(monkeypatch, settings_override):
+def test_conv_tf32_fold_rule(settings_override):
     """By default the FOLD builds take folds of settings.conv_tf32_min_fold or
     more (X3) and leave smaller ones (P4's 2, X2's 8) to the other kernels."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy(monkeypatch, settings_override, "_conv_tf32", lambda p: p.geometry.stride[1])
+    ran = _spy(settings_override, "_conv_tf32", lambda p: p.geometry.stride[1])
     for case in CONV_TF32_FOLD_CASES:
         check_forward(case, ("float32", "tf32"))
     assert ran == [c.stride for c in CONV_TF32_FOLD_CASES if c.stride >= cupyconv.settings.current().conv_tf32_min_fold]
@@ -281,14 +281,14 @@ def test_conv_tf32_multicast_repeats_bitwise(monkeypatch, settings_override):
     assert all(bool((r == runs[0]).all()) for r in runs[1:])
 
 
-def test_conv_tf32_stream_rule(monkeypatch, settings_override):
+def test_conv_tf32_stream_rule(settings_override):
     """By default conv_tf32_stream takes the folds whose resident FOLD tile
     does not fit (256 channels x 2 taps: X2-like), in both float32 tensor-core
     modes, and leaves those whose tile fits (64 channels) and 16-bit types
     to the other kernels; the result against float64 either way."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy(monkeypatch, settings_override, "_conv_tf32_stream", lambda p: p.geometry.in_channels)
+    ran = _spy(settings_override, "_conv_tf32_stream", lambda p: p.geometry.in_channels)
     settings_override(tf32x3_min_products=128)
     wide = Case("cts_wide", 1, 1, 256, 16, (16,), (200,), stride=8, padding=4)
     narrow = Case("cts_narrow", 1, 1, 64, 16, (16,), (200,), stride=8, padding=4)
@@ -299,14 +299,14 @@ def test_conv_tf32_stream_rule(monkeypatch, settings_override):
     assert cupyconv.settings.current().use_conv_tf32_stream is True
 
 
-def test_conv_tf32_is_not_for_other_problems(monkeypatch, settings_override):
+def test_conv_tf32_is_not_for_other_problems(settings_override):
     """conv_wgmma_tf32 declines what it has no build or record for: float32
     "highest", 16-bit types, strided passes that do not fold (a stride that
     does not divide the kernel), 1 or 5 taps (a phase); grad_input
     of a strided pass; the result against float64 either way."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_conv_tf32(monkeypatch, settings_override)
+    ran = _spy_conv_tf32(settings_override)
     cases = [
         (CONV_TF32_CASES[0], ("float32", "highest")),
         (CONV_TF32_CASES[0], ("float16", "highest")),

@@ -29,7 +29,7 @@ from cupyconv import _kernels, reference
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU")]
 
 
-def _spy_wgmma(monkeypatch, override):
+def _spy_wgmma(override):
     """The passes (forward, grad_input) conv_wgmma ran (wherever it fits, not
     only where its routing rule sends it; conv_wgmma_resident, conv_wgmma_tf32
     and, at stride 1, grad_input_phase off)."""
@@ -38,10 +38,10 @@ def _spy_wgmma(monkeypatch, override):
     override(grad_input_phase_stride_one=False)
     override(wgmma_max_rows=1 << 30)
     override(wgmma_min_taps=0)
-    return _spy(monkeypatch, override, "_wgmma", lambda p: p.op)
+    return _spy(override, "_wgmma", lambda p: p.op)
 
 
-def _spy_resident(monkeypatch, override, multiprocessors=None):
+def _spy_resident(override, multiprocessors=None):
     """The passes (forward, grad_input) conv_wgmma_resident ran (wherever it
     fits; conv_wgmma_tf32, routed ahead of it in "tf32", kept off).  With
     `multiprocessors`, its grid is sized for that many, so that each block
@@ -56,7 +56,7 @@ def _spy_resident(monkeypatch, override, multiprocessors=None):
     override(grad_input_phase_stride_one=False)
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
-    return _spy(monkeypatch, override, "_resident", lambda p: p.op)
+    return _spy(override, "_resident", lambda p: p.op)
 
 
 # The wgmma kernels run the modes with one product per pair (not float32
@@ -68,18 +68,18 @@ WGMMA_MODES = [m for m in TENSOR_CORE_MODES if m != ("float32", "highest")]
 WGMMA_KERNELS = ["conv_wgmma", "conv_wgmma_resident"]
 
 
-def _spy_wgmma_kernel(monkeypatch, override, kernel, multiprocessors=None):
-    return _spy_resident(monkeypatch, override, multiprocessors) if kernel == "conv_wgmma_resident" else _spy_wgmma(monkeypatch, override)
+def _spy_wgmma_kernel(override, kernel, multiprocessors=None):
+    return _spy_resident(override, multiprocessors) if kernel == "conv_wgmma_resident" else _spy_wgmma(override)
 
 
 @pytest.mark.parametrize("kernel", WGMMA_KERNELS)
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
-def test_wgmma_kernel(case, mode, kernel, monkeypatch, settings_override):
+def test_wgmma_kernel(case, mode, kernel, settings_override):
     """A wgmma kernel's forward pass and grad_input, where it applies."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_kernel(monkeypatch, settings_override, kernel)
+    ran = _spy_wgmma_kernel(settings_override, kernel)
     check_forward(case, mode)
     check_backward(case, mode)
     if case in WINDOW_CASES:
@@ -90,42 +90,42 @@ def test_wgmma_kernel(case, mode, kernel, monkeypatch, settings_override):
 @pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
-def test_every_wgmma_tile(case, mode, tile, kernel, monkeypatch, settings_override):
+def test_every_wgmma_tile(case, mode, tile, kernel, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, picked = _spy_wgmma_kernel(monkeypatch, settings_override, kernel, 2), _force_tile(monkeypatch, settings_override, kernel, tile)
+    ran, picked = _spy_wgmma_kernel(settings_override, kernel, 2), _force_tile(settings_override, kernel, tile)
     check_forward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("kernel", WGMMA_KERNELS)
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
-def test_wgmma_64_bit_index(case, kernel, monkeypatch, settings_override):
+def test_wgmma_64_bit_index(case, kernel, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_kernel(monkeypatch, settings_override, kernel, 2)
+    ran = _spy_wgmma_kernel(settings_override, kernel, 2)
     settings_override(index_type="long long")
     check_forward(case, ("bfloat16", "highest"))
     assert ran
 
 
-def _spy_wgmma_x3(monkeypatch, override):
+def _spy_wgmma_x3(override):
     """The passes (forward, grad_input) conv_wgmma_x3 ran (wherever it fits,
     not only where its routing rule sends it; grad_input_phase off at stride 1)."""
     override(use_wgmma_x3=True)
     override(use_wgmma_x3_anywhere=True)
     override(grad_input_phase_stride_one=False)
-    return _spy(monkeypatch, override, "_wgmma_x3", lambda p: p.op)
+    return _spy(override, "_wgmma_x3", lambda p: p.op)
 
 
 @pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
-def test_wgmma_x3_kernel(case, monkeypatch, settings_override):
+def test_wgmma_x3_kernel(case, settings_override):
     """conv_wgmma_x3 (float32 "highest" as 3xTF32 on wgmma): the forward pass
     and grad_input, where it applies, under 1e-5 and within twice torch's
     error against float64, in poisoned memory."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_x3(monkeypatch, settings_override)
+    ran = _spy_wgmma_x3(settings_override)
     check_forward(case, ("float32", "highest"))
     check_backward(case, ("float32", "highest"))
     if case in WINDOW_CASES:
@@ -134,19 +134,19 @@ def test_wgmma_x3_kernel(case, monkeypatch, settings_override):
 
 @pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
-def test_every_wgmma_x3_tile(case, tile, monkeypatch, settings_override):
+def test_every_wgmma_x3_tile(case, tile, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, picked = _spy_wgmma_x3(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "conv_wgmma_x3", tile)
+    ran, picked = _spy_wgmma_x3(settings_override), _force_tile(settings_override, "conv_wgmma_x3", tile)
     check_forward(case, ("float32", "highest"))
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
-def test_wgmma_x3_64_bit_index(case, monkeypatch, settings_override):
+def test_wgmma_x3_64_bit_index(case, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_x3(monkeypatch, settings_override)
+    ran = _spy_wgmma_x3(settings_override)
     settings_override(index_type="long long")
     check_forward(case, ("float32", "highest"))
     assert ran
@@ -170,12 +170,12 @@ _MANY_ITEMS_CASES = [
 @pytest.mark.parametrize("multiprocessors", [1, 3])
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", WINDOW_CASES + _MANY_ITEMS_CASES + FILL_CASES, ids=str)
-def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch, settings_override):
+def test_resident_many_items_per_block(case, mode, multiprocessors, settings_override):
     """A grid far smaller than the work: each block runs the window pipeline
     across many items (and, with 3, items not in step between blocks)."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_resident(monkeypatch, settings_override, multiprocessors)
+    ran = _spy_resident(settings_override, multiprocessors)
     check_forward(case, mode)
     assert "forward" in ran
 
@@ -183,24 +183,24 @@ def test_resident_many_items_per_block(case, mode, multiprocessors, monkeypatch,
 @pytest.mark.parametrize("tile", _kernels.WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", FILL_CASES + [c for c in WINDOW_CASES if c.name in ("1d_win_s2_d2", "1d_win_s2_d4_op3")], ids=str)
-def test_resident_fill(case, mode, tile, monkeypatch, settings_override):
+def test_resident_fill(case, mode, tile, settings_override):
     """conv_wgmma_resident's fill (stride 2, dilation a multiple of it) on
     each tile, against float64 in poisoned memory: whole tiles of every row
     alignment, tiles cut by the rows' and the output's ends."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_resident(monkeypatch, settings_override, 3)
-    picked = _force_tile(monkeypatch, settings_override, "conv_wgmma_resident", tile)
+    ran = _spy_resident(settings_override, 3)
+    picked = _force_tile(settings_override, "conv_wgmma_resident", tile)
     keys = _spy_fill(settings_override)
     check_forward(case, mode)
     assert "forward" in ran and picked == [tile] and keys and keys[-1][-1] == "fill", (ran, picked, keys)
 
 
 @pytest.mark.parametrize("case", [c for c in FILL_CASES if c.name in ("1d_fill_s2_d2", "1d_fill_g2_p0")], ids=str)
-def test_resident_fill_64_bit_index(case, monkeypatch, settings_override):
+def test_resident_fill_64_bit_index(case, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, keys = _spy_resident(monkeypatch, settings_override, 2), _spy_fill(settings_override)
+    ran, keys = _spy_resident(settings_override, 2), _spy_fill(settings_override)
     settings_override(index_type="long long")
     check_forward(case, ("float16", "highest"))
     assert "forward" in ran and keys[-1][-1] == "fill" and keys[-1][2] == "long long"
@@ -226,13 +226,13 @@ def test_fill_not_routed_past_one_row_tile(mode, settings_override):
 
 
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
-def test_resident_without_fill_folds(mode, monkeypatch, settings_override):
+def test_resident_without_fill_folds(mode, settings_override):
     """With use_fill off, the same problems take conv_wgmma_resident's
     folded route (the dilated kernel made dense), still right."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
     settings_override(use_fill=False)
-    ran, keys = _spy_resident(monkeypatch, settings_override, 3), _spy_fill(settings_override)
+    ran, keys = _spy_resident(settings_override, 3), _spy_fill(settings_override)
     check_forward(FILL_CASES[0], mode)
     assert "forward" in ran and keys and all(key[-1] != "fill" for key in keys)
 
@@ -254,13 +254,13 @@ _ROW_COPY_CASES = [
 @pytest.mark.parametrize("multiprocessors", [None, 3])
 @pytest.mark.parametrize("mode", WGMMA_MODES, ids=["-".join(m) for m in WGMMA_MODES])
 @pytest.mark.parametrize("case", _ROW_COPY_CASES, ids=str)
-def test_resident_row_copies(case, mode, multiprocessors, monkeypatch, settings_override):
+def test_resident_row_copies(case, mode, multiprocessors, settings_override):
     """conv_wgmma_resident's forward pass and grad_input on source rows of
     every copy size, against float64; and that it ran exactly the passes
     whose rows a copy size divides, with that size."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_resident(monkeypatch, settings_override, multiprocessors)
+    ran = _spy_resident(settings_override, multiprocessors)
     names = settings_override.observe_launches()
     check_forward(case, mode)
     check_backward(case, mode)
@@ -292,11 +292,11 @@ _SPLIT_CASES = [
 SPLIT_MODES = [m for m in WGMMA_MODES if m[0] in _kernels.SPLIT_DTYPES]
 
 
-def _spy_split(monkeypatch, override, multiprocessors=None):
+def _spy_split(override, multiprocessors=None):
     """The names of the kernels launched from here on (observe_launches:
     conv_wgmma_split's builds among them), conv_wgmma_split on wherever
     conv_wgmma_resident would run with its tile (_spy_resident)."""
-    _spy_resident(monkeypatch, override, multiprocessors)
+    _spy_resident(override, multiprocessors)
     override(use_split=True)
     return override.observe_launches()
 
@@ -304,14 +304,14 @@ def _spy_split(monkeypatch, override, multiprocessors=None):
 @pytest.mark.parametrize("multiprocessors", [None, 3])
 @pytest.mark.parametrize("mode", SPLIT_MODES, ids=["-".join(m) for m in SPLIT_MODES])
 @pytest.mark.parametrize("case", _SPLIT_CASES, ids=str)
-def test_split_kernel(case, mode, multiprocessors, monkeypatch, settings_override):
+def test_split_kernel(case, mode, multiprocessors, settings_override):
     """conv_wgmma_split's forward pass (and grad_input, where it takes it)
     against float64, within twice torch's error, in poisoned memory; with 3
     multiprocessors' grid each block cycles its window buffers over many
     items."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    names = _spy_split(monkeypatch, settings_override, multiprocessors)
+    names = _spy_split(settings_override, multiprocessors)
     check_forward(case, mode)
     assert any(n.startswith("conv_wgmma_split<") for n in names), "conv_wgmma_split did not run the forward pass"
     check_backward(case, mode)
@@ -319,12 +319,12 @@ def test_split_kernel(case, mode, multiprocessors, monkeypatch, settings_overrid
 
 @pytest.mark.parametrize("mode", SPLIT_MODES, ids=["-".join(m) for m in SPLIT_MODES])
 @pytest.mark.parametrize("case", _SPLIT_CASES, ids=str)
-def test_split_matches_resident(case, mode, monkeypatch, settings_override):
+def test_split_matches_resident(case, mode, settings_override):
     """conv_wgmma_split's outputs are bitwise conv_wgmma_resident's: the same
     MMAs in the same order, the same rounding."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    names = _spy_split(monkeypatch, settings_override, 3)
+    names = _spy_split(settings_override, 3)
     rng = numpy.random.default_rng(22)
     dtype = numpy_dtype(mode[0])
     x, w, b = (_to_gpu(a, dtype) for a in case.arrays(rng, dtype))
@@ -339,24 +339,24 @@ def test_split_matches_resident(case, mode, monkeypatch, settings_override):
 
 
 @pytest.mark.parametrize("case", [c for c in _SPLIT_CASES if c.name in ("1d_split_p2", "1d_split_rows72_d3")], ids=str)
-def test_split_64_bit_index(case, monkeypatch, settings_override):
+def test_split_64_bit_index(case, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    names = _spy_split(monkeypatch, settings_override, 3)
+    names = _spy_split(settings_override, 3)
     settings_override(index_type="long long")
     check_forward(case, ("bfloat16", "highest"))
     assert any(n.startswith("conv_wgmma_split<") and "long long" in n for n in names)
 
 
 @pytest.mark.parametrize("case", _ROW_COPY_CASES, ids=str)
-def test_wgmma_x3_row_copies(case, monkeypatch, settings_override):
+def test_wgmma_x3_row_copies(case, settings_override):
     """conv_wgmma_x3's forward pass and grad_input on float32 source rows of
     every load size (16, 8 and 4 bytes: _ROW_COPY_CASES), under 1e-5 against
     float64 in poisoned memory; and that it ran both passes, each with the
     load size its rows allow."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_wgmma_x3(monkeypatch, settings_override)
+    ran = _spy_wgmma_x3(settings_override)
     names = settings_override.observe_launches()
     check_forward(case, ("float32", "highest"))
     check_backward(case, ("float32", "highest"))

@@ -24,21 +24,21 @@ from cupyconv import _kernels, reference
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU")]
 
 
-def _spy_window(monkeypatch, override):
+def _spy_window(override):
     """The passes (forward, grad_input) conv_window ran (conv_wgmma and
     conv_wgmma_x3 kept off, so that on Hopper too every mode reaches conv_window; and
     grad_input_phase off at stride 1, where it is routed ahead of both)."""
     override(use_wgmma=False)
     override(use_wgmma_x3=False)
     override(grad_input_phase_stride_one=False)
-    return _spy(monkeypatch, override, "_window", lambda p: p.op)
+    return _spy(override, "_window", lambda p: p.op)
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", WINDOW_CASES + [c for c in CASES if c.name in ("1d_vocoder", "1d_fold_s4_p6")], ids=str)
-def test_window_kernel(case, mode, monkeypatch, settings_override):
+def test_window_kernel(case, mode, settings_override):
     """conv_window's forward pass and grad_input, where it applies."""
-    ran = _spy_window(monkeypatch, settings_override)
+    ran = _spy_window(settings_override)
     check_forward(case, mode)
     check_backward(case, mode)
     if case in WINDOW_CASES:
@@ -48,21 +48,21 @@ def test_window_kernel(case, mode, monkeypatch, settings_override):
 @pytest.mark.parametrize("tile", _kernels.WINDOW_TUNE_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("bfloat16", "highest")], ids=["float32", "tf32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_s1_d3", "1d_win_fold8", "1d_win_fold32")], ids=str)
-def test_every_window_tile(case, mode, tile, monkeypatch, settings_override):
-    ran, picked = _spy_window(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "conv_window", tile)
+def test_every_window_tile(case, mode, tile, settings_override):
+    ran, picked = _spy_window(settings_override), _force_tile(settings_override, "conv_window", tile)
     check_forward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in WINDOW_CASES if c.name in ("1d_win_fold8", "1d_win_s2_d2")], ids=str)
-def test_window_64_bit_index(case, monkeypatch, settings_override):
-    ran = _spy_window(monkeypatch, settings_override)
+def test_window_64_bit_index(case, settings_override):
+    ran = _spy_window(settings_override)
     settings_override(index_type="long long")
     check_forward(case, ("float16", "highest"))
     assert ran
 
 
-def _spy_window_fill(monkeypatch, override):
+def _spy_window_fill(override):
     """Run conv_window's fill on small problems too; returns the keys
     conv_window's tile choice was asked for (ending in "fill" where the
     fill ran)."""
@@ -73,17 +73,17 @@ def _spy_window_fill(monkeypatch, override):
 
 @pytest.mark.parametrize("tile", _kernels.WINDOW_TUNE_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("case", FILL_CASES + [c for c in WINDOW_CASES if c.name in ("1d_win_s2_d2", "1d_win_s2_d4_op3")], ids=str)
-def test_window_fill(case, tile, monkeypatch, settings_override):
+def test_window_fill(case, tile, settings_override):
     """conv_window's fill (float32 "highest" as 3xTF32) on every tile,
     against float64 in poisoned memory (under 1e-5)."""
-    picked = _force_tile(monkeypatch, settings_override, "conv_window_fill", tile)
-    keys = _spy_window_fill(monkeypatch, settings_override)
+    picked = _force_tile(settings_override, "conv_window_fill", tile)
+    keys = _spy_window_fill(settings_override)
     check_forward(case, ("float32", "highest"))
     assert picked == [tile] and keys and keys[-1][-1] == "fill", (picked, keys)
 
 
-def test_window_fill_64_bit_index(monkeypatch, settings_override):
-    keys = _spy_window_fill(monkeypatch, settings_override)
+def test_window_fill_64_bit_index(settings_override):
+    keys = _spy_window_fill(settings_override)
     settings_override(index_type="long long")
     check_forward(FILL_CASES[0], ("float32", "highest"))
     assert keys[-1][-1] == "fill" and keys[-1][2] == "long long"

@@ -27,31 +27,31 @@ from sweep import GRAD_WEIGHT_PHASE_CASES, Case
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU")]
 
 
-def _spy_grad_weight_phase(monkeypatch, override, multiprocessors=None):
+def _spy_grad_weight_phase(override, multiprocessors=None):
     """The geometries grad_weight_phase served (small problems too); with
     `multiprocessors`, its splits are sized for that many (problems carry it)."""
     override(use_grad_weight_phase="anywhere")
     override(use_grad_phase_fused=False)  # grad_weight_phase itself, not its GX build
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
-    return _spy(monkeypatch, override, "_grad_weight_phase", lambda p: p.geometry)  # the geometry
+    return _spy(override, "_grad_weight_phase", lambda p: p.geometry)  # the geometry
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_PHASE_CASES, ids=str)
-def test_grad_weight_phase_kernel(case, mode, monkeypatch, settings_override):
+def test_grad_weight_phase_kernel(case, mode, settings_override):
     """grad_weight_phase's gradients (3xTF32 and TF32) against float64, with
     the usual tolerances, in poisoned memory."""
-    ran = _spy_grad_weight_phase(monkeypatch, settings_override)
+    ran = _spy_grad_weight_phase(settings_override)
     check_backward(case, mode)
     assert ran, "grad_weight_phase did not run"
 
 
 @pytest.mark.parametrize("multiprocessors", [1, 4096], ids=["long_splits", "one_item_splits"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_tails_g2", "gwp_k12")], ids=str)
-def test_grad_weight_phase_splits_and_64_bit_index(case, multiprocessors, monkeypatch, settings_override):
+def test_grad_weight_phase_splits_and_64_bit_index(case, multiprocessors, settings_override):
     """Blocks that sum many items, or one each, with 64-bit indices."""
-    ran = _spy_grad_weight_phase(monkeypatch, settings_override, multiprocessors)
+    ran = _spy_grad_weight_phase(settings_override, multiprocessors)
     settings_override(index_type="long long")
     check_backward(case, ("float32", "highest"))
     assert ran
@@ -59,34 +59,34 @@ def test_grad_weight_phase_splits_and_64_bit_index(case, multiprocessors, monkey
 
 @pytest.mark.parametrize("precision", ["highest", "tf32"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p1like", "gwp_tails_g2")], ids=str)
-def test_grad_weight_phase_is_bitwise_deterministic(case, precision, monkeypatch, settings_override):
+def test_grad_weight_phase_is_bitwise_deterministic(case, precision, settings_override):
     """Several splits summed by sum_splits in order: the same bits on every run."""
-    ran = _spy_grad_weight_phase(monkeypatch, settings_override)
+    ran = _spy_grad_weight_phase(settings_override)
     _check_float32_grad_weight_repeats(case, precision)
     assert ran
 
 
-def _spy_grad_input_phase(monkeypatch, override):
+def _spy_grad_input_phase(override):
     """The geometries grad_input_phase served (small problems and stride 1 too)."""
     override(use_grad_input_phase="anywhere")
     override(use_grad_phase_fused=False)  # grad_input_phase itself
-    return _spy(monkeypatch, override, "_grad_input_phase", lambda p: p.geometry)  # the geometry
+    return _spy(override, "_grad_input_phase", lambda p: p.geometry)  # the geometry
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_PHASE_CASES, ids=str)
-def test_grad_input_phase_kernel(case, mode, monkeypatch, settings_override):
+def test_grad_input_phase_kernel(case, mode, settings_override):
     """grad_input_phase's gradients (3xTF32 and TF32) against float64, with
     the usual tolerances, in poisoned memory (on grad_weight_phase's cases:
     the same one-phase problems)."""
-    ran = _spy_grad_input_phase(monkeypatch, settings_override)
+    ran = _spy_grad_input_phase(settings_override)
     check_backward(case, mode)
     assert ran, "grad_input_phase did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_tails_g2")], ids=str)
-def test_grad_input_phase_64_bit_index(case, monkeypatch, settings_override):
-    ran = _spy_grad_input_phase(monkeypatch, settings_override)
+def test_grad_input_phase_64_bit_index(case, settings_override):
+    ran = _spy_grad_input_phase(settings_override)
     settings_override(index_type="long long")
     check_backward(case, ("float32", "highest"))
     assert ran
@@ -99,29 +99,29 @@ def test_grad_input_phase_64_bit_index(case, monkeypatch, settings_override):
 GRAD_PHASE_FUSED_CASES = [c for c in GRAD_WEIGHT_PHASE_CASES if c.name in ("gwp_p4like", "gwp_k1_s4", "gwp_unbatched", "gwp_tails_vec", "gwp_g2_one_tile")]
 
 
-def _spy_grad_phase_fused(monkeypatch, override, multiprocessors=None):
+def _spy_grad_phase_fused(override, multiprocessors=None):
     """The geometries grad_weight_phase's GX build served (small problems
     too); with `multiprocessors`, its splits are sized for that many."""
     override(use_grad_phase_fused="anywhere")
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)
-    return _spy(monkeypatch, override, "_grad_phase_fused", lambda p: p.geometry)  # the geometry
+    return _spy(override, "_grad_phase_fused", lambda p: p.geometry)  # the geometry
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
 @pytest.mark.parametrize("case", GRAD_PHASE_FUSED_CASES, ids=str)
-def test_grad_phase_fused_kernel(case, mode, monkeypatch, settings_override):
+def test_grad_phase_fused_kernel(case, mode, settings_override):
     """Both gradients from grad_weight_phase's GX build (3xTF32 and TF32)
     against float64, with the usual tolerances, in poisoned memory."""
-    ran = _spy_grad_phase_fused(monkeypatch, settings_override)
+    ran = _spy_grad_phase_fused(settings_override)
     check_backward(case, mode)
     assert ran, "the GX build did not run"
 
 
 @pytest.mark.parametrize("multiprocessors", [1, 4096], ids=["long_splits", "one_item_splits"])
 @pytest.mark.parametrize("case", [c for c in GRAD_PHASE_FUSED_CASES if c.name in ("gwp_p4like", "gwp_unbatched")], ids=str)
-def test_grad_phase_fused_splits_and_64_bit_index(case, multiprocessors, monkeypatch, settings_override):
-    ran = _spy_grad_phase_fused(monkeypatch, settings_override, multiprocessors)
+def test_grad_phase_fused_splits_and_64_bit_index(case, multiprocessors, settings_override):
+    ran = _spy_grad_phase_fused(settings_override, multiprocessors)
     settings_override(index_type="long long")
     check_backward(case, ("float32", "highest"))
     assert ran
@@ -129,14 +129,14 @@ def test_grad_phase_fused_splits_and_64_bit_index(case, multiprocessors, monkeyp
 
 @pytest.mark.parametrize("precision", ["highest", "tf32"])
 @pytest.mark.parametrize("case", [c for c in GRAD_PHASE_FUSED_CASES if c.name in ("gwp_p4like", "gwp_tails_vec")], ids=str)
-def test_grad_phase_fused_is_bitwise_deterministic(case, precision, monkeypatch, settings_override):
+def test_grad_phase_fused_is_bitwise_deterministic(case, precision, settings_override):
     """Both gradients of the GX build (grad_weight's splits summed in order,
     grad_input's halves added in a fixed order): the same bits on every run."""
     rng = numpy.random.default_rng(29)
     x, w, _ = case.arrays(rng, numpy.float32)
     gy = cupy.asarray(rng.standard_normal(_ops(case).ref_forward(x, w, **case.kwargs).shape).astype(numpy.float32))
     xg, wg = cupy.asarray(x.astype(numpy.float32)), cupy.asarray(w.astype(numpy.float32))
-    ran = _spy_grad_phase_fused(monkeypatch, settings_override)
+    ran = _spy_grad_phase_fused(settings_override)
     def both():
         grads = _ops(case).backward(gy, xg, wg, **case.kwargs, output_mask=(True, True, False), precision=precision)[:2]
         return [cupy.asnumpy(a).tobytes() for a in grads]
@@ -172,7 +172,7 @@ def test_grad_phase_fused_routing(settings_override):
             assert got == want, (case.name, dtype, mask, precision, [(p.op, plan.family) for p, plan in served])
 
 
-def test_grad_input_phase_routing(monkeypatch, settings_override):
+def test_grad_input_phase_routing(settings_override):
     """float32 P4-like problems (stride 2) and stride-1 problems with one tile
     of input channels a group (P1) take grad_input_phase in both tensor-core
     modes; wider stride-1 groups (P2), 16-bit types and a dilation that is
@@ -183,10 +183,10 @@ def test_grad_input_phase_routing(monkeypatch, settings_override):
         (Case("p2", 1, 2, 128, 128, (3,), (1024,), padding=1), False),
         (_PHASE_S2_D3, False),
     ]
-    _check_phase_routing(monkeypatch, settings_override, "_grad_input_phase", (True, False, False), shapes, 6)
+    _check_phase_routing(settings_override, "_grad_input_phase", (True, False, False), shapes, 6)
 
 
-def test_grad_weight_phase_routing(monkeypatch, settings_override):
+def test_grad_weight_phase_routing(settings_override):
     """float32 P1- and P4-like problems take grad_weight_phase in both
     tensor-core modes, P2's 4 x 2 channel tiles in "tf32" only where
     grad_weight_wgmma_tf32 does not take them (before Hopper); 16-bit ones, a
@@ -198,4 +198,4 @@ def test_grad_weight_phase_routing(monkeypatch, settings_override):
         (Case("c8", 1, 2, 8, 64, (3,), (4096,), padding=1), False),
         (_PHASE_P2, False if _is_hopper() else ("tf32",)),
     ]
-    _check_phase_routing(monkeypatch, settings_override, "_grad_weight_phase", (False, True, False), shapes, 5)
+    _check_phase_routing(settings_override, "_grad_weight_phase", (False, True, False), shapes, 5)

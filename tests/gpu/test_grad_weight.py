@@ -43,37 +43,37 @@ GRAD_WEIGHT_WGMMA_CASES = [
 ]
 
 
-def _spy_grad_weight_wgmma(monkeypatch, override):
-    return _spy(monkeypatch, override, "_grad_weight_wgmma", lambda p: p.geometry)
+def _spy_grad_weight_wgmma(override):
+    return _spy(override, "_grad_weight_wgmma", lambda p: p.geometry)
 
 
 @pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_WGMMA_CASES, ids=str)
-def test_grad_weight_wgmma_kernel(case, mode, monkeypatch, settings_override):
+def test_grad_weight_wgmma_kernel(case, mode, settings_override):
     """grad_weight_wgmma's gradients against float64 (the usual tolerances),
     where it applies: everywhere on Hopper but odd 16-bit grad_output rows."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_wgmma(monkeypatch, settings_override)
+    ran = _spy_grad_weight_wgmma(settings_override)
     check_backward(case, mode)
     assert bool(ran) == (case.name != "gww_k4_op")
 
 
 @pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_WGMMA_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WGMMA_CASES if c.name in ("gww_p2like", "gww_tails_pad", "gww_g2")], ids=str)
-def test_every_grad_weight_wgmma_tile(case, tile, monkeypatch, settings_override):
+def test_every_grad_weight_wgmma_tile(case, tile, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran, picked = _spy_grad_weight_wgmma(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "grad_weight_wgmma", tile)
+    ran, picked = _spy_grad_weight_wgmma(settings_override), _force_tile(settings_override, "grad_weight_wgmma", tile)
     check_backward(case, ("float16", "highest"))
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WGMMA_CASES if c.name in ("gww_p1like", "gww_g2")], ids=str)
-def test_grad_weight_wgmma_64_bit_index(case, monkeypatch, settings_override):
+def test_grad_weight_wgmma_64_bit_index(case, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_wgmma(monkeypatch, settings_override)
+    ran = _spy_grad_weight_wgmma(settings_override)
     settings_override(index_type="long long")
     check_backward(case, ("bfloat16", "highest"))
     assert ran
@@ -81,20 +81,20 @@ def test_grad_weight_wgmma_64_bit_index(case, monkeypatch, settings_override):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WGMMA_CASES if c.name in ("gww_p1like", "gww_p2like", "gww_g2")], ids=str)
-def test_grad_weight_wgmma_is_bitwise_deterministic(case, dtype, monkeypatch, settings_override):
+def test_grad_weight_wgmma_is_bitwise_deterministic(case, dtype, settings_override):
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_wgmma(monkeypatch, settings_override)
+    ran = _spy_grad_weight_wgmma(settings_override)
     check_backward_deterministic(case, (dtype, "highest"))
     assert ran
 
 
-def _spy_grad_weight_window(monkeypatch, override):
+def _spy_grad_weight_window(override):
     """The calls grad_weight_window served (with grad_weight_taps and
     grad_weight_wgmma, which go first where they apply, turned off)."""
     override(use_grad_weight_taps=False)
     override(use_grad_weight_wgmma=False)
-    return _spy(monkeypatch, override, "_grad_weight_window", lambda p: p.geometry)  # the geometry
+    return _spy(override, "_grad_weight_window", lambda p: p.geometry)  # the geometry
 
 
 SIXTEEN_BIT_MODES = [m for m in MODES if m[0] in ("float16", "bfloat16")]
@@ -102,9 +102,9 @@ SIXTEEN_BIT_MODES = [m for m in MODES if m[0] in ("float16", "bfloat16")]
 
 @pytest.mark.parametrize("mode", SIXTEEN_BIT_MODES, ids=["-".join(m) for m in SIXTEEN_BIT_MODES])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_WINDOW_CASES, ids=str)
-def test_grad_weight_window_kernel(case, mode, monkeypatch, settings_override):
+def test_grad_weight_window_kernel(case, mode, settings_override):
     """grad_weight_window's gradients against float64, with the usual tolerances."""
-    ran = _spy_grad_weight_window(monkeypatch, settings_override)
+    ran = _spy_grad_weight_window(settings_override)
     check_backward(case, mode)
     assert ran, "grad_weight_window did not run"
 
@@ -112,15 +112,15 @@ def test_grad_weight_window_kernel(case, mode, monkeypatch, settings_override):
 @pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_WINDOW_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float16", "highest"), ("bfloat16", "highest")], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_k9_d4", "gw_s2_g2")], ids=str)
-def test_every_grad_weight_window_tile(case, mode, tile, monkeypatch, settings_override):
-    ran, picked = _spy_grad_weight_window(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "grad_weight_window", tile)
+def test_every_grad_weight_window_tile(case, mode, tile, settings_override):
+    ran, picked = _spy_grad_weight_window(settings_override), _force_tile(settings_override, "grad_weight_window", tile)
     check_backward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_s2_d2_ragged")], ids=str)
-def test_grad_weight_window_64_bit_index(case, monkeypatch, settings_override):
-    ran = _spy_grad_weight_window(monkeypatch, settings_override)
+def test_grad_weight_window_64_bit_index(case, settings_override):
+    ran = _spy_grad_weight_window(settings_override)
     settings_override(index_type="long long")
     check_backward(case, ("bfloat16", "highest"))
     assert ran
@@ -128,13 +128,13 @@ def test_grad_weight_window_64_bit_index(case, monkeypatch, settings_override):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_WINDOW_CASES if c.name in ("gw_fold8", "gw_s2_g2", "gw_s4_p7")], ids=str)
-def test_grad_weight_window_is_bitwise_deterministic(case, dtype, monkeypatch, settings_override):
-    ran = _spy_grad_weight_window(monkeypatch, settings_override)
+def test_grad_weight_window_is_bitwise_deterministic(case, dtype, settings_override):
+    ran = _spy_grad_weight_window(settings_override)
     check_backward_deterministic(case, (dtype, "highest"))
     assert ran
 
 
-def _spy_grad_weight_tf32(monkeypatch, override, multiprocessors=None):
+def _spy_grad_weight_tf32(override, multiprocessors=None):
     """The geometries grad_weight_wgmma_tf32 served (small problems too, and
     with grad_weight_taps, which goes first in TF32 where it applies, turned
     off: X2-like shapes); with `multiprocessors`, its splits are sized for
@@ -142,18 +142,18 @@ def _spy_grad_weight_tf32(monkeypatch, override, multiprocessors=None):
     override(use_grad_weight_taps=False)
     if multiprocessors is not None:
         override(multiprocessors=multiprocessors)  # (a problem carries it: plans are made for it)
-    return _spy(monkeypatch, override, "_grad_weight_tf32", lambda p: p.geometry)
+    return _spy(override, "_grad_weight_tf32", lambda p: p.geometry)
 
 
 @pytest.mark.parametrize("mode", FLOAT32_MODES, ids=["highest", "tf32"])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_TF32_CASES, ids=str)
-def test_grad_weight_tf32_kernel(case, mode, monkeypatch, settings_override):
+def test_grad_weight_tf32_kernel(case, mode, settings_override):
     """grad_weight_wgmma_tf32's gradients (3xTF32 and TF32) against float64,
     with the usual tolerances, in poisoned memory, where it applies: on
     Hopper, but not to input rows that are not whole 16-byte vectors."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_tf32(monkeypatch, settings_override)
+    ran = _spy_grad_weight_tf32(settings_override)
     check_backward(case, mode)
     assert bool(ran) == (case.name != "gwt_odd_rows")
 
@@ -162,11 +162,11 @@ def test_grad_weight_tf32_kernel(case, mode, monkeypatch, settings_override):
 @pytest.mark.parametrize(
     "case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_tails_pad", "gwt_g2", "gwt_fold_x2like", "gwt_fold_tails")], ids=str
 )
-def test_grad_weight_tf32_splits_and_64_bit_index(case, multiprocessors, monkeypatch, settings_override):
+def test_grad_weight_tf32_splits_and_64_bit_index(case, multiprocessors, settings_override):
     """Blocks that sum many items, or one each, with 64-bit indices."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_tf32(monkeypatch, settings_override, multiprocessors)
+    ran = _spy_grad_weight_tf32(settings_override, multiprocessors)
     settings_override(index_type="long long")
     check_backward(case, ("float32", "highest"))
     assert ran
@@ -174,16 +174,16 @@ def test_grad_weight_tf32_splits_and_64_bit_index(case, multiprocessors, monkeyp
 
 @pytest.mark.parametrize("precision", ["highest", "tf32"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TF32_CASES if c.name in ("gwt_p2like", "gwt_g2", "gwt_fold_g2")], ids=str)
-def test_grad_weight_tf32_is_bitwise_deterministic(case, precision, monkeypatch, settings_override):
+def test_grad_weight_tf32_is_bitwise_deterministic(case, precision, settings_override):
     """Several splits summed by sum_splits in order: the same bits on every run."""
     if not _is_hopper():
         pytest.skip(_ON_HOPPER_ONLY)
-    ran = _spy_grad_weight_tf32(monkeypatch, settings_override)
+    ran = _spy_grad_weight_tf32(settings_override)
     _check_float32_grad_weight_repeats(case, precision)
     assert ran
 
 
-def test_grad_weight_tf32_routing(monkeypatch, settings_override):
+def test_grad_weight_tf32_routing(settings_override):
     """On Hopper, float32 P2-like problems (stride 1, 128 channels) take
     grad_weight_wgmma_tf32 in both tensor-core modes at the default size
     rule, X2-like ones (stride 8, 16 taps) in "highest" only (ahead of
@@ -199,4 +199,4 @@ def test_grad_weight_tf32_routing(monkeypatch, settings_override):
         (_PHASE_P1, False),
         (_PHASE_P4, False),
     ]
-    _check_phase_routing(monkeypatch, settings_override, "_grad_weight_tf32", (False, True, False), shapes, 7)
+    _check_phase_routing(settings_override, "_grad_weight_tf32", (False, True, False), shapes, 7)

@@ -127,7 +127,7 @@ def _grouped_forward_takes(case) -> bool:
     return _kernels.grouped_forward_applies(geometry, "float32")
 
 
-def _spy_grouped_forward(monkeypatch, override):
+def _spy_grouped_forward(override):
     """The geometries grouped_forward served, small problems included (the
     size rule lifted, no remembered small launch)."""
     override(use_grouped_forward="anywhere")
@@ -137,18 +137,18 @@ def _spy_grouped_forward(monkeypatch, override):
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", GROUPED_FORWARD_CASES + [c for c in CASES + LARGE_CASES if _grouped_forward_takes(c)], ids=str)
-def test_grouped_forward_kernel(case, mode, monkeypatch, settings_override):
+def test_grouped_forward_kernel(case, mode, settings_override):
     """grouped_forward's output against float64 (float32 "highest" under
     1e-5, the others within twice torch's error), every element written
     (poisoned memory)."""
-    ran = _spy_grouped_forward(monkeypatch, settings_override)
+    ran = _spy_grouped_forward(settings_override)
     check_forward(case, mode)
     assert ran, "grouped_forward did not run"
 
 
 @pytest.mark.parametrize("case", [c for c in GROUPED_FORWARD_CASES if c.name in ("gf_p3", "gf_c2_m16_s3")], ids=str)
-def test_grouped_forward_64_bit_index(case, monkeypatch, settings_override):
-    ran = _spy_grouped_forward(monkeypatch, settings_override)
+def test_grouped_forward_64_bit_index(case, settings_override):
+    ran = _spy_grouped_forward(settings_override)
     settings_override(index_type="long long")
     check_forward(case, ("bfloat16", "highest"))
     assert ran

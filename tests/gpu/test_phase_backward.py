@@ -15,7 +15,7 @@ from cupyconv import _geometry
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU")]
 
 
-def _spy_phase_backward(monkeypatch, override):
+def _spy_phase_backward(override):
     """The geometries whose backward pass ran as a stride-1 problem on one
     phase of grad_output (small problems included)."""
     override(use_phase_backward="anywhere")
@@ -27,11 +27,11 @@ PHASE_MODES = [("float16", "highest"), ("bfloat16", "highest")]
 
 @pytest.mark.parametrize("mode", PHASE_MODES, ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("case", PHASE_BACKWARD_CASES + [c for c in CASES + WINDOW_CASES if c.name in ("1d_big_padding", "1d_win_s2_d4_op3")], ids=str)
-def test_phase_backward(case, mode, monkeypatch, settings_override):
+def test_phase_backward(case, mode, settings_override):
     """The backward pass as a stride-1 problem on grad_output's one phase
     (float16 and bfloat16): gradients against float64 within twice torch's
     error, poisoned outputs."""
-    ran = _spy_phase_backward(monkeypatch, settings_override)
+    ran = _spy_phase_backward(settings_override)
     check_backward(case, mode)
     assert ran, "the phase rewrite did not run"
 
@@ -57,14 +57,14 @@ def test_phase_gather(case, index, settings_override):
     assert gathered.shape == expected.shape and cupy.asnumpy(gathered).tobytes() == expected.tobytes()
 
 
-def test_phase_backward_output_mask_and_routing(monkeypatch, settings_override):
+def test_phase_backward_output_mask_and_routing(settings_override):
     """grad_input alone and grad_weight alone give the bits of the full pass;
     P4's shape takes the rewrite, small problems and stride 2 with dilation 3
     do not."""
     from cupyconv.kernels import phase_gather
 
     case = PHASE_BACKWARD_CASES[0]
-    ran = _spy_phase_backward(monkeypatch, settings_override)
+    ran = _spy_phase_backward(settings_override)
     rng = numpy.random.default_rng(34)
     x, w, _ = case.arrays(rng, numpy.float16)
     out_shape = _ops(case).ref_forward(x, w, **case.kwargs).shape
@@ -76,7 +76,6 @@ def test_phase_backward_output_mask_and_routing(monkeypatch, settings_override):
     for a, b in zip(full[:2], alone):
         assert cupy.asnumpy(a).tobytes() == cupy.asnumpy(b).tobytes()
     assert len(ran) == 3
-    monkeypatch.undo()
     settings_override.undo()
 
     def routed(x_shape, w_shape, stride, padding, dilation, dtype="float16"):

@@ -38,17 +38,17 @@ def _taps_min_chunks(override, min_chunks):
         grad_input_taps._taps_plan.cache_clear()
 
 
-def _spy_grad_input_taps(monkeypatch, override):
+def _spy_grad_input_taps(override):
     """The calls grad_input_taps served."""
-    return _spy(monkeypatch, override, "_grad_input_taps", lambda p: p.geometry)  # the geometry
+    return _spy(override, "_grad_input_taps", lambda p: p.geometry)  # the geometry
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", GRAD_INPUT_TAPS_CASES + [c for c in CASES if c.name == "1d_vocoder"], ids=str)
-def test_grad_input_taps_kernel(case, mode, monkeypatch, settings_override):
+def test_grad_input_taps_kernel(case, mode, settings_override):
     """grad_input_taps's gradients against float64, with the usual tolerances;
     gi_long's reduction is split across blocks (sum_splits adds the partials)."""
-    ran = _spy_grad_input_taps(monkeypatch, settings_override)
+    ran = _spy_grad_input_taps(settings_override)
     check_backward(case, mode)
     assert ran, "grad_input_taps did not run"
 
@@ -56,17 +56,17 @@ def test_grad_input_taps_kernel(case, mode, monkeypatch, settings_override):
 @pytest.mark.parametrize("tile", _kernels.GRAD_INPUT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("float16", "highest")], ids=["float32", "tf32", "float16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_fold8", "gi_g2_op4", "gi_long")], ids=str)
-def test_every_grad_input_taps_tile(case, mode, tile, monkeypatch, settings_override):
-    ran, picked = _spy_grad_input_taps(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "grad_input_taps", tile)
+def test_every_grad_input_taps_tile(case, mode, tile, settings_override):
+    ran, picked = _spy_grad_input_taps(settings_override), _force_tile(settings_override, "grad_input_taps", tile)
     check_backward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("min_chunks", [1, 10**6], ids=["split", "unsplit"])
 @pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_k64_s16", "gi_unbatched")], ids=str)
-def test_grad_input_taps_split_and_64_bit_index(case, min_chunks, monkeypatch, settings_override):
+def test_grad_input_taps_split_and_64_bit_index(case, min_chunks, settings_override):
     """Splits of one stage each (every block a partial), or none, with 64-bit indices."""
-    ran = _spy_grad_input_taps(monkeypatch, settings_override)
+    ran = _spy_grad_input_taps(settings_override)
     settings_override(index_type="long long")
     with _taps_min_chunks(settings_override, min_chunks):
         check_backward(case, ("bfloat16", "highest"))
@@ -75,22 +75,22 @@ def test_grad_input_taps_split_and_64_bit_index(case, min_chunks, monkeypatch, s
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_INPUT_TAPS_CASES if c.name in ("gi_long", "gi_g2_op4")], ids=str)
-def test_grad_input_taps_is_bitwise_deterministic(case, dtype, monkeypatch, settings_override):
-    ran = _spy_grad_input_taps(monkeypatch, settings_override)
+def test_grad_input_taps_is_bitwise_deterministic(case, dtype, settings_override):
+    ran = _spy_grad_input_taps(settings_override)
     check_backward_deterministic(case, (dtype, "highest"))
     assert ran
 
 
-def _spy_grad_weight_taps(monkeypatch, override):
+def _spy_grad_weight_taps(override):
     """The calls grad_weight_taps served."""
-    return _spy(monkeypatch, override, "_grad_weight_taps", lambda p: p.geometry)  # the geometry
+    return _spy(override, "_grad_weight_taps", lambda p: p.geometry)  # the geometry
 
 
 @pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids=["-".join(m) for m in TENSOR_CORE_MODES])
 @pytest.mark.parametrize("case", GRAD_WEIGHT_TAPS_CASES, ids=str)
-def test_grad_weight_taps_kernel(case, mode, monkeypatch, settings_override):
+def test_grad_weight_taps_kernel(case, mode, settings_override):
     """grad_weight_taps's gradients against float64, with the usual tolerances."""
-    ran = _spy_grad_weight_taps(monkeypatch, settings_override)
+    ran = _spy_grad_weight_taps(settings_override)
     check_backward(case, mode)
     assert ran, "grad_weight_taps did not run"
 
@@ -98,17 +98,17 @@ def test_grad_weight_taps_kernel(case, mode, monkeypatch, settings_override):
 @pytest.mark.parametrize("tile", _kernels.GRAD_WEIGHT_TAPS_TILES, ids=lambda t: "-".join(map(str, t)))
 @pytest.mark.parametrize("mode", [("float32", "highest"), ("float32", "tf32"), ("bfloat16", "highest")], ids=["float32", "tf32", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_fold8", "gwt_g2_op4", "gwt_k64_s16")], ids=str)
-def test_every_grad_weight_taps_tile(case, mode, tile, monkeypatch, settings_override):
-    ran, picked = _spy_grad_weight_taps(monkeypatch, settings_override), _force_tile(monkeypatch, settings_override, "grad_weight_taps", tile)
+def test_every_grad_weight_taps_tile(case, mode, tile, settings_override):
+    ran, picked = _spy_grad_weight_taps(settings_override), _force_tile(settings_override, "grad_weight_taps", tile)
     check_backward(case, mode)
     assert ran and picked, "the tile under test did not run"
 
 
 @pytest.mark.parametrize("min_chunks", [1, 10**6], ids=["split", "unsplit"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_long", "gwt_unbatched")], ids=str)
-def test_grad_weight_taps_split_and_64_bit_index(case, min_chunks, monkeypatch, settings_override):
+def test_grad_weight_taps_split_and_64_bit_index(case, min_chunks, settings_override):
     """Splits of one stage each (every block a partial), or none, with 64-bit indices."""
-    ran = _spy_grad_weight_taps(monkeypatch, settings_override)
+    ran = _spy_grad_weight_taps(settings_override)
     settings_override(index_type="long long")
     with _taps_min_chunks(settings_override, min_chunks):
         check_backward(case, ("float16", "highest"))
@@ -117,8 +117,8 @@ def test_grad_weight_taps_split_and_64_bit_index(case, min_chunks, monkeypatch, 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", [c for c in GRAD_WEIGHT_TAPS_CASES if c.name in ("gwt_long", "gwt_g2_op4")], ids=str)
-def test_grad_weight_taps_is_bitwise_deterministic(case, dtype, monkeypatch, settings_override):
-    ran = _spy_grad_weight_taps(monkeypatch, settings_override)
+def test_grad_weight_taps_is_bitwise_deterministic(case, dtype, settings_override):
+    ran = _spy_grad_weight_taps(settings_override)
     with _taps_min_chunks(settings_override, 1):  # split, so that sum_splits's order is under test
         check_backward_deterministic(case, (dtype, "highest"))
     assert ran
