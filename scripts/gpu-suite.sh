@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a machine with a CUDA GPU: every GPU test (marked gpu: tests/test_gpu.py,
+# On a machine with a CUDA GPU: every GPU test (marked gpu: tests/gpu/,
 # tests/test_torch_gpu.py, and the CUDA cases of tests/test_torch.py and
 # tests/test_autotune.py) with the GPU required, as SHARDS (default 8)
 # pytest processes in parallel on the one GPU.  A cold machine spends most of

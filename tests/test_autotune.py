@@ -225,7 +225,7 @@ def test_tuned_calls_are_correct_and_tune_once(fresh_cache, monkeypatch, dtype, 
     expected = reference.conv_transpose1d(x.astype(numpy.float64), w.astype(numpy.float64), **kwargs)
     gy = rng.standard_normal(expected.shape).astype(dtype)
     exp_grads = reference.conv_transpose1d_backward(gy.astype(numpy.float64), x.astype(numpy.float64), w.astype(numpy.float64), **kwargs)
-    # A sanity bound (the accuracy verdicts per tile are test_gpu.test_every_tile's):
+    # A sanity bound (the accuracy verdicts per tile are tests/gpu/test_gemm.py's test_every_tile's):
     # float32 "highest" as always; else ten times a 16-bit or TF32 rounding.
     bound = 1e-5 if precision == "highest" and dtype == "float32" else 5e-3
     for attempt in range(2):

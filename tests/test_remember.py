@@ -1,7 +1,7 @@
 """Remembered calls (settings.use_remembered_forward, use_remembered_backward) without a GPU:
 how a recording maps each launch's pointers onto the call's arrays, its
 temporaries and the constants, when it refuses to remember, and the module
-watch that forgets recordings when a setting changes.  tests/test_gpu.py
+watch that forgets recordings when a setting changes.  tests/gpu/test_remembered.py
 replays recordings of every routed kernel on the GPU."""
 
 from __future__ import annotations

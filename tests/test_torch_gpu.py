@@ -1,7 +1,7 @@
 """The PyTorch adapter on a GPU: accuracy over the whole sweep in every dtype,
 streams, memory and devices.
 
-Accuracy is judged as in test_gpu.py: against the longdouble oracle, within
+Accuracy is judged as in the GPU suite (tests/gpu/helpers.py): against the longdouble oracle, within
 twice torch's own error on the same inputs in the same dtype and TF32 setting
 (never asked to beat one unit roundoff; with TF32 on, twice the larger of
 torch's and an ideal TF32 computation's), and float32 with TF32 off under 1e-5.

@@ -1,6 +1,6 @@
 """Every bad call raises TypeError or ValueError naming the argument, before
 any work; the next good call still works.  Run on NumPy arrays (the same
-checks guard the CuPy path: tests/test_gpu.py repeats the GPU-only ones)."""
+checks guard the CuPy path: tests/gpu/test_errors_gpu.py repeats the GPU-only ones)."""
 
 from __future__ import annotations
 
