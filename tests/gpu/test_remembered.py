@@ -15,7 +15,6 @@ from sweep import CASES, Case
 
 import cupyconv
 import cupyconv.settings
-from cupyconv import _kernels
 
 if HAVE_GPU:
     import cupyconv._remember  # (cupyconv._remember.FAST_FORWARD below: the remembered calls' tables)
@@ -232,15 +231,12 @@ REMEMBERED_CASES = [
 
 
 def _remember_spies(monkeypatch):
-    """(names of the kernels _cuda._launch ran, calls of the packed GEMM
-    weight, which a recording cannot replay)."""
+    """The names of the kernels _cuda._launch ran."""
     from cupyconv import _cuda
 
-    launched, packs = [], []
-    launch, pack = _cuda._launch, _kernels.pack_gemm_weight
+    launched, launch = [], _cuda._launch
     monkeypatch.setattr(_cuda, "_launch", lambda plan, arrays: (launched.append(plan.name), launch(plan, arrays))[1])
-    monkeypatch.setattr(_kernels, "pack_gemm_weight", lambda *args: (packs.append(1), pack(*args))[1])
-    return launched, packs
+    return launched
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["-".join(m) for m in MODES])
@@ -250,8 +246,8 @@ def test_remembered_forward_replays_routes(case, mode, monkeypatch):
     the fourth on the call replays it without a launch through _launch.  On
     fresh inputs, in poisoned memory (output and temporaries), on the
     default stream and on another one, the replay gives bitwise what the
-    checked path gives.  Only the packed GEMM weight (CuPy operations) keeps a
-    call from being remembered."""
+    checked path gives.  Every route is remembered (the packed GEMM
+    weight too: a kernel of its own)."""
     from cupyconv import _remember
 
     dtype_name, precision = mode
@@ -259,7 +255,7 @@ def test_remembered_forward_replays_routes(case, mode, monkeypatch):
     rng = numpy.random.default_rng(31)
     x, w, b = (_to_gpu(a, dtype) for a in case.arrays(rng, dtype))
     fn = _ops(case).forward
-    launched, packs = _remember_spies(monkeypatch)
+    launched = _remember_spies(monkeypatch)
     cupyconv._remember.FAST_FORWARD.clear()
     _remember._REMEMBER_SEEN.clear()
     first = fn(x, w, b, **case.kwargs, precision=precision)
@@ -268,9 +264,6 @@ def test_remembered_forward_replays_routes(case, mode, monkeypatch):
     for _ in range(2):
         assert cupy.array_equal(fn(x, w, b, **case.kwargs, precision=precision), first)
     assert launched == names * 3
-    if packs:
-        assert not cupyconv._remember.FAST_FORWARD  # the packed GEMM weight: every call checked
-        return
     (key,) = cupyconv._remember.FAST_FORWARD
     assert isinstance(cupyconv._remember.FAST_FORWARD[key], _remember._Replay)
     del launched[:]
@@ -319,7 +312,7 @@ def test_remembered_forward_follows_settings(monkeypatch, settings_override):
     for _ in range(2):  # recorded, then checked
         cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
     (key,) = cupyconv._remember.FAST_FORWARD
-    launched, _ = _remember_spies(monkeypatch)
+    launched = _remember_spies(monkeypatch)
     settings_override(use_window_fill=not cupyconv.settings.current().use_window_fill)
     other = cupyconv.conv_transpose1d(x, w, b, **case.kwargs)
     assert launched and key not in cupyconv._remember.FAST_FORWARD
@@ -398,7 +391,7 @@ def test_remembered_backward_replays_routes(case, mode, mask, monkeypatch):
         return _to_gpu(gy, dtype), _to_gpu(x, dtype), _to_gpu(w, dtype)
 
     gy, x, w = inputs(34)
-    launched, packs = _remember_spies(monkeypatch)
+    launched = _remember_spies(monkeypatch)
     cupyconv._remember.FAST_BACKWARD.clear()
     _remember._REMEMBER_SEEN.clear()
     first = fn(gy, x, w, **case.kwargs, output_mask=mask, precision=precision)
@@ -407,9 +400,6 @@ def test_remembered_backward_replays_routes(case, mode, mask, monkeypatch):
     for _ in range(2):
         assert _grads_equal(fn(gy, x, w, **case.kwargs, output_mask=mask, precision=precision), first)
     assert launched == names * 3
-    if packs:
-        assert not cupyconv._remember.FAST_BACKWARD  # the packed GEMM weight: every call checked
-        return
     (key,) = cupyconv._remember.FAST_BACKWARD
     assert isinstance(cupyconv._remember.FAST_BACKWARD[key], _remember._Replay)
     del launched[:]
@@ -451,7 +441,7 @@ def test_remembered_backward_keys(monkeypatch, settings_override):
     for _ in range(2):  # recorded, then checked
         cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs)
     (key,) = cupyconv._remember.FAST_BACKWARD
-    launched, _ = _remember_spies(monkeypatch)
+    launched = _remember_spies(monkeypatch)
     settings_override(tiny_max_output=cupyconv.settings.current().tiny_max_output)  # a new setting: the recording is made again
     for _ in range(4):
         assert _grads_equal(cupyconv.conv_transpose1d_backward(gy, x, w, **case.kwargs), grads)
