@@ -115,16 +115,19 @@ class _Recorder(cupy.cuda.MemoryHook):
 
     def __init__(self):
         self.launches, self.allocations, self.unsafe = [], [], False
+        self.plans = []  # (problem, plan) of every pass the call runs (as observe_plans sees them)
 
     def malloc_postprocess(self, **kwargs):  # (pointer, size, launches made before it)
         self.allocations.append((kwargs["mem_ptr"], kwargs["size"], len(self.launches)))
 
     def __enter__(self):
         _RECORDING.recorder = self
+        _RECORDING.plan_observers = _RECORDING.plan_observers + (self.plans,)
         return super().__enter__()
 
     def __exit__(self, *args):
         _RECORDING.recorder = None
+        _RECORDING.plan_observers = tuple(o for o in _RECORDING.plan_observers if o is not self.plans)
         return super().__exit__(*args)
 
 
@@ -154,8 +157,11 @@ class _Replay:
     setting (_SETTINGS), autotuning (on or off) or the inputs' alignment is
     not as recorded."""
 
-    def __init__(self, key, table: dict, steps, temporaries, outputs, device: int, constants, settings: int, alignment, autotune: bool = False):
+    def __init__(
+        self, key, table: dict, steps, temporaries, outputs, device: int, constants, settings: int, alignment, autotune: bool = False, plans=()
+    ):
         self.key, self.table, self.steps, self.temporaries, self.outputs = key, table, steps, temporaries, outputs
+        self.plans = tuple(plans)  # (problem, plan) of each pass recorded: what the launches were made from
         self.device, self.constants, self.settings, self.alignment = device, constants, settings, alignment  # constants: kept alive
         self.autotune = autotune  # recorded with autotuning on: the tuned tiles' launches
         # each output and temporary is allocated just before the first launch
@@ -268,6 +274,16 @@ class _Replay:
             return False
         return _get_device() == self.device
 
+    def describe(self) -> list:
+        """What the replay runs: each recorded pass's problem and plan
+        (Plan.describe's lines), as python -m cupyconv explain shows them."""
+        lines = []
+        for p, plan in self.plans:
+            lines.append(p.describe() if hasattr(p, "describe") else str(p))
+            lines.append(f"  plan: {plan.family}" + ("" if plan.tile is None else f", tile {plan.tile}"))
+            lines += [f"    {line}" for line in plan.describe()]
+        return lines
+
     def __call__(self, *inputs):
         # run(inputs) with the checks of a remembered call, its pointers read
         # and their alignment checked in one pass (perf notes v46: the host's
@@ -334,7 +350,7 @@ def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings:
         steps.append((packed, tuple(slots)))
     shapes = [None if a is None else (a.shape, a.dtype) for a in outputs]
     device = next(a.data.device_id for a in inputs if a is not None)
-    return _Replay(key, table, steps, temporaries, shapes, device, constants, settings, _alignment(inputs), autotune)
+    return _Replay(key, table, steps, temporaries, shapes, device, constants, settings, _alignment(inputs), autotune, recorder.plans)
 
 
 def remember(key, table: dict, run, inputs):

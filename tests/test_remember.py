@@ -25,7 +25,7 @@ def _array(pointer, nbytes, shape=(1,), dtype=numpy.float32, contiguous=True):
 def _recorder(launches, allocations, unsafe=False):
     """A _Recorder's state: launches as (packed, arrays), allocations as
     (pointer, size, launches made before it)."""
-    return SimpleNamespace(launches=launches, allocations=allocations, unsafe=unsafe)
+    return SimpleNamespace(launches=launches, allocations=allocations, unsafe=unsafe, plans=[])
 
 
 X, W, B, Y = _array(0x10000, 4096), _array(0x20000, 1024), _array(0x30000, 64), _array(0x40000, 65536, shape=(2, 8, 1024))
@@ -318,6 +318,28 @@ def test_a_call_that_tuned_is_not_recorded(monkeypatch):
     table = {}
     assert _remember.remember("k", table, run, (X, W, None)) == (Y,)
     assert _remember._REMEMBER_SEEN["k"] == 1 and "k" not in _remember._REMEMBER_CANDIDATES and not table
+
+
+def test_a_recording_keeps_the_plans_it_ran(monkeypatch):
+    """The recorded call's passes (problem, plan), as observe_plans would
+    see them, go with its replay; an observe_plans block open around it
+    still sees them too."""
+    packed = object()
+
+    def run():  # the checked path: _cuda._run's report of a pass, then its launch
+        for served in _launch._RECORDING.plan_observers:
+            served.append(("problem", "plan"))
+        _launch._RECORDING.recorder.launches.append((packed, (X, W, Y)))
+        return (Y,)
+
+    monkeypatch.setattr(_remember, "_get_current_stream", lambda: SimpleNamespace(is_capturing=lambda: False))
+    monkeypatch.setitem(_remember._REMEMBER_SEEN, "k", 1)
+    outer = []
+    monkeypatch.setattr(_launch._RECORDING, "plan_observers", (outer,))
+    assert _remember.remember("k", {}, run, (X, W, None)) == (Y,)
+    replay = _remember._REMEMBER_CANDIDATES.pop("k")
+    assert replay.plans == (("problem", "plan"),) and outer == [("problem", "plan")]
+    assert _launch._RECORDING.plan_observers == (outer,)  # the recorder's list is gone with it
 
 
 @pytest.mark.parametrize("seen", [0, 1, 2])
