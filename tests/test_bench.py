@@ -181,3 +181,28 @@ def test_gpu_options_are_refused_without_a_gpu(option, capsys):
         bench.main(option)
     assert exit.value.code != 0
     assert f"{option[0]} needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_torch_is_timed_both_ways_and_the_faster_kept(monkeypatch):
+    """torch runs under cuDNN's default and with cudnn.benchmark = True in the
+    same rounds, its TF32 flag as the mode asks; the faster is the one
+    compared, and the flags are restored after."""
+    import torch
+
+    seen = []
+
+    def medians(sides, warmup, repeat):
+        for _, context in sides[1:]:
+            with context():
+                seen.append((torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32))
+        return [1.0, 3.0, 2.0]
+
+    before = torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32
+    monkeypatch.setattr(bench, "_medians_ms", medians)
+    assert bench._faster_torch(None, None, True, torch, 1, 4) == (1.0, 2.0, True)
+    assert seen == [(False, True), (True, True)]
+    seen.clear()
+    monkeypatch.setattr(bench, "_medians_ms", lambda sides, warmup, repeat: (medians(sides, warmup, repeat), [1.0, 2.0, 3.0])[1])
+    assert bench._faster_torch(None, None, False, torch, 1, 4) == (1.0, 2.0, False)
+    assert seen == [(False, False), (True, False)]
+    assert (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32) == before
