@@ -94,8 +94,8 @@ DEFAULT_PROBLEMS = ("P1", "P2", "P3", "P4", "P5")
 
 def list_problems() -> str:
     """A line per benchmark problem: its id, its definition and the keyword
-    arguments it passes (the README's benchmark problems; the default run is
-    DEFAULT_PROBLEMS)."""
+    arguments it passes (the problems of BENCHMARKS.md and docs/routing.md;
+    the default run is DEFAULT_PROBLEMS)."""
     lines = []
     for problem in PROBLEMS.values():
         default = " (default)" if problem.id in DEFAULT_PROBLEMS else ""

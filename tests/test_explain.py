@@ -49,7 +49,7 @@ def test_explain_command_line():
 
 
 def test_routing_table_is_current():
-    """docs/routing.md and README's table are what scripts/routing_table.py makes today."""
+    """docs/routing.md (the only copy of the routing table) is what scripts/routing_table.py makes today."""
     env = dict(os.environ, PYTHONPATH=ROOT)
     result = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "routing_table.py"), "--check"], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
