@@ -114,7 +114,7 @@ class _Recorder(cupy.cuda.MemoryHook):
     name = "cupyconv_recorder"
 
     def __init__(self):
-        self.launches, self.allocations, self.unsafe = [], [], False
+        self.launches, self.allocations = [], []
         self.plans = []  # (problem, plan) of every pass the call runs (as observe_plans sees them)
 
     def malloc_postprocess(self, **kwargs):  # (pointer, size, launches made before it)
@@ -279,7 +279,7 @@ class _Replay:
         (Plan.describe's lines), as python -m cupyconv explain shows them."""
         lines = []
         for p, plan in self.plans:
-            lines.append(p.describe() if hasattr(p, "describe") else str(p))
+            lines.append(p.describe())
             lines.append(f"  plan: {plan.family}" + ("" if plan.tile is None else f", tile {plan.tile}"))
             lines += [f"    {line}" for line in plan.describe()]
         return lines
@@ -306,7 +306,7 @@ class _Replay:
 def _replay_of(key, table: dict, recorder: _Recorder, inputs, outputs, settings: int, autotune: bool = False):
     """The recorded call as a _Replay, or None where it cannot be replayed
     (see _S().use_remembered_forward)."""
-    if recorder.unsafe or not recorder.launches:
+    if not recorder.launches:
         return None
     ranges = [(kind, k, a.data.ptr, a.nbytes) for kind, arrays in (("o", outputs), ("i", inputs)) for k, a in enumerate(arrays) if a is not None]
 

@@ -22,10 +22,10 @@ def _array(pointer, nbytes, shape=(1,), dtype=numpy.float32, contiguous=True):
     return SimpleNamespace(data=SimpleNamespace(ptr=pointer, device_id=0), nbytes=nbytes, shape=shape, dtype=dtype, flags=flags)
 
 
-def _recorder(launches, allocations, unsafe=False):
+def _recorder(launches, allocations):
     """A _Recorder's state: launches as (packed, arrays), allocations as
     (pointer, size, launches made before it)."""
-    return SimpleNamespace(launches=launches, allocations=allocations, unsafe=unsafe, plans=[])
+    return SimpleNamespace(launches=launches, allocations=allocations, plans=[])
 
 
 X, W, B, Y = _array(0x10000, 4096), _array(0x20000, 1024), _array(0x30000, 64), _array(0x40000, 65536, shape=(2, 8, 1024))
@@ -241,14 +241,13 @@ def test_allocations_from_another_allocator_are_recorded():
     [
         (_recorder([(object(), (X, _array(0x70000, 16), Y))], []), (Y,)),  # an array the call did not make (a cached copy)
         (_recorder([(object(), (X, _array(0x50000, 16), Y))], [(0x50000, 16, 1)]), (Y,)),  # allocated only after the launch
-        (_recorder([(object(), (X, W, Y))], [], unsafe=True), (Y,)),  # a route ran CuPy operations
         (_recorder([], []), (Y,)),  # nothing launched
         # an output that is part of a larger block made in the call (the replay would allocate it alone)
         (_recorder([(object(), (X, _array(0x50000, 64)))], [(0x50000, 128, 0)]), (_array(0x50000, 64),)),
         (_recorder([(object(), (X, _array(0x50040, 64)))], [(0x50000, 128, 0)]), (_array(0x50040, 64),)),
         (_recorder([(object(), (X, Y))], []), (_array(Y.data.ptr, Y.nbytes, contiguous=False),)),  # not contiguous
     ],
-    ids=["foreign", "later", "unsafe", "empty", "output-head", "output-inside", "output-strided"],
+    ids=["foreign", "later", "empty", "output-head", "output-inside", "output-strided"],
 )
 def test_replay_refused(recorder, outputs):
     assert _remember._replay_of("key", {}, recorder, (X, W, B), outputs, settings=0) is None
