@@ -199,10 +199,11 @@ def test_torch_is_timed_both_ways_and_the_faster_kept(monkeypatch):
 
     before = torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32
     monkeypatch.setattr(bench, "_medians_ms", medians)
-    assert bench._faster_torch(None, None, True, torch, 1, 4) == (1.0, 2.0, True)
+    # (ours, the faster torch, whether benchmark was the faster, torch's default, torch's benchmark)
+    assert bench._faster_torch(None, None, True, torch, 1, 4) == (1.0, 2.0, True, 3.0, 2.0)
     assert seen == [(False, True), (True, True)]
     seen.clear()
     monkeypatch.setattr(bench, "_medians_ms", lambda sides, warmup, repeat: (medians(sides, warmup, repeat), [1.0, 2.0, 3.0])[1])
-    assert bench._faster_torch(None, None, False, torch, 1, 4) == (1.0, 2.0, False)
+    assert bench._faster_torch(None, None, False, torch, 1, 4) == (1.0, 2.0, False, 2.0, 3.0)
     assert seen == [(False, False), (True, False)]
     assert (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32) == before
