@@ -95,19 +95,6 @@ PROBLEMS = {
 DEFAULT_PROBLEMS = ("P1", "P2", "P3", "P4", "P5")
 
 
-def list_problems() -> str:
-    """A line per benchmark problem: its id, its definition and the keyword
-    arguments it passes (the README's benchmark problems; the default run is
-    DEFAULT_PROBLEMS)."""
-    lines = []
-    for problem in PROBLEMS.values():
-        default = " (default)" if problem.id in DEFAULT_PROBLEMS else ""
-        kwargs = ", ".join(f"{k}={v}" for k, v in problem.kwargs.items())
-        lines.append(f"{problem.id}{default}: {problem.describe()}; input {(problem.batch, problem.in_channels) + problem.size}, "
-                     f"weight {(problem.in_channels, problem.out_channels // problem.groups) + problem.kernel}, {kwargs}")  # fmt: skip
-    return "\n".join(lines)
-
-
 def copy_bandwidth(gpu_name: str) -> float:
     """The copy bandwidth the floors take on a GPU of this name."""
     words = gpu_name.split()
@@ -236,6 +223,8 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
 
     import cupyconv
 
+    from .bench_zoo import progress
+
     copy = copy_bandwidth(_gpu_name())
     torch = None
     if use_torch:
@@ -247,7 +236,7 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
         except ImportError:
             torch = None
     rows = []
-    for problem in problems:
+    for problem in progress(problems, f"{mode_label(dtype, precision)}, forward"):
         g = problem.geometry()
         _, x, w, b = _inputs(problem)
         x, w, b = (None if a is None else a.astype(_cupy_dtype(dtype)) for a in (x, w, b))
@@ -302,9 +291,11 @@ def run_gpu_backward(problems: List[Problem], dtype: str, precision: str, warmup
 
     import cupyconv
 
+    from .bench_zoo import progress
+
     copy = copy_bandwidth(_gpu_name())
     rows = []
-    for problem in problems:
+    for problem in progress(problems, f"{mode_label(dtype, precision)}, backward"):
         g = problem.geometry()
         rng, x, w, b = _inputs(problem)
         gy = rng.standard_normal(g.output_shape, dtype=numpy.float32)
@@ -503,15 +494,17 @@ def _gpu_available() -> bool:
 
 
 def main(argv=None) -> int:
+    from . import bench_zoo
+
     parser = argparse.ArgumentParser(
         prog="python -m cupyconv bench",
-        description="Time cupyconv's forward transposed convolution against torch (cuDNN) on the benchmark problems, "
+        description="Time cupyconv's transposed convolution against torch (cuDNN) on the benchmark problems or the zoo, "
         "in one process: median of CUDA-event timings after warm-up, achieved GB/s and TFLOP/s, the fraction of the "
         "roofline floor reached, and the relative error against float64.  Without a GPU it says so and runs the "
         "NumPy path on a small problem.",
     )
-    parser.add_argument("--problems", default=",".join(DEFAULT_PROBLEMS),
-                        help=f"comma-separated ids from {', '.join(PROBLEMS)}, or 'all' (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--problems", help=f"comma-separated ids of any suite ({', '.join(PROBLEMS)}, Z1-Z{len(bench_zoo.ZOO)}), "
+                        f"or 'all' (the whole of --suite) (default: {','.join(DEFAULT_PROBLEMS)}, or the whole of --suite)")  # fmt: skip
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16", "float64"))
     parser.add_argument("--precision", default="highest", choices=("highest", "tf32"), help="float32 mode (torch's TF32 setting follows it)")
     parser.add_argument("--modes", help=f"comma-separated from {', '.join(MODES)}, or 'all' ({', '.join(ALL_MODES)}): "
@@ -529,14 +522,15 @@ def main(argv=None) -> int:
     parser.add_argument("--autotune", action="store_true",
                         help="tune cupyconv's tile configurations first (as CUPYCONV_AUTOTUNE=1): the warm-up times the "
                         "candidates once per problem and the cache file remembers the winners")  # fmt: skip
-    parser.add_argument("--list", action="store_true", help="print every benchmark problem with its definition, and exit")
+    parser.add_argument("--list", action="store_true", help="print every suite's problems with their definitions (and models), and exit")
+    bench_zoo.add_arguments(parser)
     parser.add_argument("--models", nargs="?", const="all", metavar="NAMES",
                         help="instead of the problems, time whole training steps of real models (comma-separated from hifigan, dcgan, "
                         "pix2pix, hdemucs, or 'all', the default): torch against cupyconv.torch.convert, eager and CUDA-graphed "
                         "(see cupyconv/bench_models.py); --modes picks from float32, tf32, bf16; --warmup and --repeat count steps")  # fmt: skip
     args = parser.parse_args(argv)
     if args.list:
-        print(list_problems())
+        print(bench_zoo.list_problems())
         return 0
     if args.plot:
         try:
@@ -546,10 +540,7 @@ def main(argv=None) -> int:
     if args.autotune:
         _autotune.set_enabled(True)
 
-    ids = list(PROBLEMS) if args.problems == "all" else [p.strip() for p in args.problems.split(",") if p.strip()]
-    unknown = [i for i in ids if i not in PROBLEMS]
-    if unknown:
-        parser.error(f"unknown problem ids {unknown}; choose from {list(PROBLEMS)}")
+    problems, backwards = bench_zoo.select(parser, args), bench_zoo.directions(parser, args)
     if args.modes and args.models is None:
         names = list(ALL_MODES) if args.modes == "all" else [m.strip() for m in args.modes.split(",") if m.strip()]
         if not names or any(m not in MODES for m in names):
@@ -558,8 +549,9 @@ def main(argv=None) -> int:
     else:
         modes = [(args.dtype, args.precision)]
 
-    if not _gpu_available():
-        gpu_only = [f"--{name}" for name in ("markdown", "plot", "backward", "adapter", "autotune", "models") if getattr(args, name)]
+    if not args.from_json and not _gpu_available():
+        gpu_only = [f"--{name}" for name in ("markdown", "plot", "backward", "adapter", "autotune", "models", "json", "direction") if getattr(args, name)]
+        gpu_only += bench_zoo.gpu_only(args, problems)
         if gpu_only:
             parser.error(f"{', '.join(gpu_only)} need{'s' if len(gpu_only) == 1 else ''} a CUDA GPU, and none is available here (or CuPy is not installed)")
         print("No CUDA GPU is available (or CuPy is not installed): the GPU benchmark cannot run here.")
@@ -571,18 +563,10 @@ def main(argv=None) -> int:
         from . import bench_models
 
         return bench_models.main(parser, args)
-    print(_environment())
-    rows = []
-    if args.backward and args.no_torch:
-        parser.error("--backward compares with torch: drop --no-torch")
-    for dtype, precision in modes:
-        if args.backward:
-            rows += run_gpu_backward([PROBLEMS[i] for i in ids], dtype, precision, args.warmup, args.repeat)
-        else:
-            rows += run_gpu([PROBLEMS[i] for i in ids], dtype, precision, args.warmup, args.repeat, not args.no_torch)
-    table = format_table(rows)
-    if any(r.torch_benchmark is not None for r in rows):
-        faster = [f"{r.problem.id} {mode_label(r.dtype, r.precision)}" for r in rows if r.torch_benchmark]
+    environment, rows, problems = bench_zoo.run(parser, args, problems, modes, backwards)
+    table = bench_zoo.format_suite_table(rows) if bench_zoo.suite_table(problems) else format_table(rows)
+    if not bench_zoo.suite_table(problems) and any(r.torch_benchmark is not None for r in rows):
+        faster = [f"{r.problem.id} {mode_label(r.dtype, r.precision)}{', backward' * r.backward}" for r in rows if r.torch_benchmark]
         table += ("\n\ntorch ms: the faster of cuDNN's default and cudnn.benchmark = True, each timed in the same rounds; "
                   f"benchmark was the faster on {', '.join(faster) if faster else 'none'}.")  # fmt: skip
     if args.adapter:
@@ -590,7 +574,9 @@ def main(argv=None) -> int:
     print(table)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(_environment() + "\n\n" + table + "\n")
+            f.write(environment + "\n\n" + table + "\n")
+    if args.json:
+        bench_zoo.write_json(args.json, rows, environment)
     if args.plot:  # last: the table is out whatever drawing does
         plot(rows, args.plot)
     return 0
