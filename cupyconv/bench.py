@@ -21,7 +21,7 @@ import dataclasses
 import platform
 import sys
 import time
-from typing import List, Optional
+from typing import List, Optional, Union
 
 import numpy
 
@@ -47,11 +47,13 @@ class Problem:
     out_channels: int
     kernel: tuple
     size: tuple
-    stride: int = 1
-    padding: int = 0
-    output_padding: int = 0
-    dilation: int = 1
+    stride: Union[int, tuple] = 1  # stride, padding, output_padding and dilation: an int or one per axis
+    padding: Union[int, tuple] = 0
+    output_padding: Union[int, tuple] = 0
+    dilation: Union[int, tuple] = 1
     groups: int = 1
+    source: str = ""  # the model the layer comes from (the zoo's problems)
+    bias: bool = False  # the forward pass adds a bias, the backward pass gives grad_bias too
 
     @property
     def kwargs(self):
@@ -62,14 +64,15 @@ class Problem:
         s = "x".join(map(str, self.size))
         parts = [f"{self.dims}D N{self.batch} Ci{self.in_channels} Co{self.out_channels} K{k} L{s}"]
         for name, value in (("s", self.stride), ("p", self.padding), ("op", self.output_padding), ("d", self.dilation), ("g", self.groups)):
+            value = value[0] if isinstance(value, tuple) and len(set(value)) == 1 else value  # (2, 2) reads s2, (1, 16) s1x16
             if value != (0 if name in ("p", "op") else 1):
-                parts.append(f"{name}{value}")
-        return " ".join(parts)
+                parts.append(f"{name}{'x'.join(map(str, value)) if isinstance(value, tuple) else value}")
+        return " ".join(parts + ["bias"] * self.bias)
 
     def geometry(self) -> _geometry.Geometry:
         return _geometry.make_geometry(
             self.dims, (self.batch, self.in_channels) + self.size,
-            (self.in_channels, self.out_channels // self.groups) + self.kernel, None,
+            (self.in_channels, self.out_channels // self.groups) + self.kernel, (self.out_channels,) if self.bias else None,
             self.stride, self.padding, self.output_padding, self.groups, self.dilation,
         )  # fmt: skip
 
@@ -92,19 +95,6 @@ PROBLEMS = {
 DEFAULT_PROBLEMS = ("P1", "P2", "P3", "P4", "P5")
 
 
-def list_problems() -> str:
-    """A line per benchmark problem: its id, its definition and the keyword
-    arguments it passes (the problems of BENCHMARKS.md and docs/routing.md;
-    the default run is DEFAULT_PROBLEMS)."""
-    lines = []
-    for problem in PROBLEMS.values():
-        default = " (default)" if problem.id in DEFAULT_PROBLEMS else ""
-        kwargs = ", ".join(f"{k}={v}" for k, v in problem.kwargs.items())
-        lines.append(f"{problem.id}{default}: {problem.describe()}; input {(problem.batch, problem.in_channels) + problem.size}, "
-                     f"weight {(problem.in_channels, problem.out_channels // problem.groups) + problem.kernel}, {kwargs}")  # fmt: skip
-    return "\n".join(lines)
-
-
 def copy_bandwidth(gpu_name: str) -> float:
     """The copy bandwidth the floors take on a GPU of this name."""
     words = gpu_name.split()
@@ -124,15 +114,16 @@ def _floor(dtype: str, precision: str, elements, flops, copy: float) -> float:
 
 def floor_seconds(problem: Problem, dtype: str, precision: str, copy: float = COPY_BANDWIDTH) -> float:
     g = problem.geometry()
-    elements = numpy.prod(g.input_shape4) + numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4)
+    elements = numpy.prod(g.input_shape4) + numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4) + problem.bias * problem.out_channels
     return _floor(dtype, precision, elements, g.flops, copy)
 
 
 def backward_floor_seconds(problem: Problem, dtype: str, precision: str, copy: float = COPY_BANDWIDTH) -> float:
-    """grad_input and grad_weight: grad_output and input read once, grad_input
-    (and the small weight tensors) written once, or twice the forward's FLOPs."""
+    """grad_input and grad_weight (and grad_bias): grad_output and input read
+    once, grad_input (and the small weight and bias tensors) written once, or
+    twice the forward's FLOPs (grad_bias's sums are not counted)."""
     g = problem.geometry()
-    elements = 2 * numpy.prod(g.input_shape4) + 2 * numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4)
+    elements = 2 * numpy.prod(g.input_shape4) + 2 * numpy.prod(g.weight_shape4) + numpy.prod(g.output_shape4) + problem.bias * problem.out_channels
     return _floor(dtype, precision, elements, 2 * g.flops, copy)
 
 
@@ -148,8 +139,10 @@ class Row:
     tflops: float
     ours_error: float
     torch_error: Optional[float]
-    backward: bool = False  # grad_input and grad_weight rather than the forward pass
+    backward: bool = False  # grad_input and grad_weight (and grad_bias) rather than the forward pass
     torch_benchmark: Optional[bool] = None  # torch_ms is with cudnn.benchmark = True (else cuDNN's default)
+    torch_default_ms: Optional[float] = None  # torch under cuDNN's default; torch_ms is the faster of the two
+    torch_benchmark_ms: Optional[float] = None  # torch with cudnn.benchmark = True
 
 
 def _relative_error(actual, expected) -> float:
@@ -203,30 +196,34 @@ def _tf32(torch, on: bool, benchmark: bool = False):
 
 
 def _faster_torch(ours, theirs, tf32_on: bool, torch, warmup: int, repeat: int):
-    """(ours ms, torch ms, whether cudnn.benchmark was the faster) with torch
-    timed both under cuDNN's default and with cudnn.benchmark = True, in the
-    same alternating rounds: a user who cares about speed runs the faster."""
+    """(ours ms, torch ms, whether cudnn.benchmark was the faster, torch's
+    default ms, torch's benchmark ms) with torch timed both under cuDNN's
+    default and with cudnn.benchmark = True, in the same alternating rounds:
+    a user who cares about speed runs the faster, torch ms."""
     sides = [(ours, contextlib.nullcontext), (theirs, _tf32(torch, tf32_on)), (theirs, _tf32(torch, tf32_on, benchmark=True))]
     ours_ms, default_ms, benchmark_ms = _medians_ms(sides, warmup, repeat)
-    return ours_ms, min(default_ms, benchmark_ms), benchmark_ms < default_ms
+    return ours_ms, min(default_ms, benchmark_ms), benchmark_ms < default_ms, default_ms, benchmark_ms
 
 
 def _inputs(problem: Problem):
-    """(generator, input, weight) in float32 on the GPU, the same on every run:
-    a standard normal input and torch's default weight initialisation range."""
+    """(generator, input, weight, bias or None) in float32 on the GPU, the
+    same on every run: a standard normal input and torch's default weight
+    initialisation range (the bias drawn last, leaving the others as before)."""
     import cupy
 
     rng = cupy.random.default_rng(0)
     x = rng.standard_normal((problem.batch, problem.in_channels) + problem.size, dtype=numpy.float32)
     bound = 1.0 / numpy.sqrt(problem.in_channels // problem.groups * numpy.prod(problem.kernel))
     w = rng.uniform(-bound, bound, (problem.in_channels, problem.out_channels // problem.groups) + problem.kernel, dtype=numpy.float32)
-    return rng, x, w
+    return rng, x, w, rng.uniform(-bound, bound, (problem.out_channels,), dtype=numpy.float32) if problem.bias else None
 
 
 def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, repeat: int, use_torch: bool) -> List[Row]:
     import cupy
 
     import cupyconv
+
+    from .bench_zoo import progress
 
     copy = copy_bandwidth(_gpu_name())
     torch = None
@@ -239,27 +236,28 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
         except ImportError:
             torch = None
     rows = []
-    for problem in problems:
+    for problem in progress(problems, f"{mode_label(dtype, precision)}, forward"):
         g = problem.geometry()
-        _, x, w = _inputs(problem)
-        x, w = x.astype(_cupy_dtype(dtype)), w.astype(_cupy_dtype(dtype))
+        _, x, w, b = _inputs(problem)
+        x, w, b = (None if a is None else a.astype(_cupy_dtype(dtype)) for a in (x, w, b))
         fn = cupyconv.conv_transpose1d if problem.dims == 1 else cupyconv.conv_transpose2d
-        ours = lambda: fn(x, w, **problem.kwargs, precision=precision)  # noqa: E731
+        ours = lambda: fn(x, w, b, **problem.kwargs, precision=precision)  # noqa: E731
 
-        torch_ms = torch_error = torch_benchmark = None
+        torch_ms = torch_error = None
+        both = (None, None, None)  # which torch setting was the faster, and each one's time
         if torch is not None:
             tfn = torch.nn.functional.conv_transpose1d if problem.dims == 1 else torch.nn.functional.conv_transpose2d
-            xt, wt = _as_torch(torch, x), _as_torch(torch, w)
-            theirs = lambda: tfn(xt, wt, **problem.kwargs)  # noqa: E731
+            xt, wt, bt = (None if a is None else _as_torch(torch, a) for a in (x, w, b))
+            theirs = lambda: tfn(xt, wt, bt, **problem.kwargs)  # noqa: E731
             tf32 = _tf32(torch, precision == "tf32")
-            ours_ms, torch_ms, torch_benchmark = _faster_torch(ours, theirs, precision == "tf32", torch, warmup, repeat)
+            ours_ms, torch_ms, *both = _faster_torch(ours, theirs, precision == "tf32", torch, warmup, repeat)
             with tf32():
                 yt = theirs()
             y = ours()
-            exact = tfn(xt.double(), wt.double(), **problem.kwargs)
+            exact = tfn(xt.double(), wt.double(), None if bt is None else bt.double(), **problem.kwargs)
             ours_error = _torch_relative_error(torch, _as_torch(torch, y), exact)
             torch_error = _torch_relative_error(torch, yt, exact)
-            del exact, yt, xt, wt
+            exact = yt = xt = wt = bt = None  # freed (rebound: ruff's F821 reads a del as undefined names in the lambdas)
         else:
             from . import reference
 
@@ -268,63 +266,66 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
             first = slice(0, 1)
             exact = reference.forward(
                 cupy.asnumpy(x[first]).astype(numpy.float64).reshape((1,) + g.input_shape4[1:]),
-                cupy.asnumpy(w).astype(numpy.float64).reshape(g.weight_shape4), None,
+                cupy.asnumpy(w).astype(numpy.float64).reshape(g.weight_shape4), None if b is None else cupy.asnumpy(b).astype(numpy.float64),
                 dataclasses.replace(g, batch=1),
             )  # fmt: skip
             ours_error = _relative_error(cupy.asnumpy(y[first]).astype(numpy.float64).reshape(exact.shape), exact)
         itemsize = x.dtype.itemsize
-        moved = (x.size + w.size + y.size) * itemsize
+        moved = (x.size + w.size + y.size + (0 if b is None else b.size)) * itemsize
         rows.append(
             Row(problem, dtype, precision, ours_ms, torch_ms, floor_seconds(problem, dtype, precision, copy) * 1e3,
-                moved / ours_ms / 1e6, g.flops / ours_ms / 1e9, ours_error, torch_error, torch_benchmark=torch_benchmark)
+                moved / ours_ms / 1e6, g.flops / ours_ms / 1e9, ours_error, torch_error, False, *both)
         )  # fmt: skip
-        del x, w, y
+        x = w = b = y = None
         cupy.get_default_memory_pool().free_all_blocks()
     return rows
 
 
 def run_gpu_backward(problems: List[Problem], dtype: str, precision: str, warmup: int, repeat: int) -> List[Row]:
-    """grad_input and grad_weight (no grad_bias), cupyconv's backward against
-    torch.autograd.grad on a retained graph; errors against torch in float64
-    (the larger of the two gradients' relative errors)."""
+    """grad_input and grad_weight, and grad_bias where the problem has a bias,
+    cupyconv's backward against torch.autograd.grad on a retained graph;
+    errors against torch in float64 (the largest of the gradients' relative
+    errors)."""
     import cupy
     import torch
 
     import cupyconv
 
+    from .bench_zoo import progress
+
     copy = copy_bandwidth(_gpu_name())
     rows = []
-    for problem in problems:
+    for problem in progress(problems, f"{mode_label(dtype, precision)}, backward"):
         g = problem.geometry()
-        rng, x, w = _inputs(problem)
+        rng, x, w, b = _inputs(problem)
         gy = rng.standard_normal(g.output_shape, dtype=numpy.float32)
-        x, w, gy = (a.astype(_cupy_dtype(dtype)) for a in (x, w, gy))
+        x, w, b, gy = (None if a is None else a.astype(_cupy_dtype(dtype)) for a in (x, w, b, gy))
         fn = cupyconv.conv_transpose1d_backward if problem.dims == 1 else cupyconv.conv_transpose2d_backward
-        ours = lambda: fn(gy, x, w, **problem.kwargs, output_mask=(True, True, False), precision=precision)  # noqa: E731
+        mask = (True, True, problem.bias)
+        ours = lambda: fn(gy, x, w, **problem.kwargs, output_mask=mask, precision=precision)  # noqa: E731
 
         tfn = torch.nn.functional.conv_transpose1d if problem.dims == 1 else torch.nn.functional.conv_transpose2d
-        xt, wt, gyt = (_as_torch(torch, a) for a in (x, w, gy))
+        gyt = _as_torch(torch, gy)
         tf32 = _tf32(torch, precision == "tf32")
-        with tf32():
-            xt, wt = xt.clone().requires_grad_(), wt.clone().requires_grad_()
-            yt = tfn(xt, wt, **problem.kwargs)
-        theirs = lambda: torch.autograd.grad(yt, (xt, wt), gyt, retain_graph=True)  # noqa: E731
-        ours_ms, torch_ms, torch_benchmark = _faster_torch(ours, theirs, precision == "tf32", torch, warmup, repeat)
-        grads = ours()[:2]
+        with tf32():  # torch's leaves: input, weight and bias (cupyconv's backward needs no bias)
+            leaves = [_as_torch(torch, a).clone().requires_grad_() for a in (x, w, b) if a is not None]
+            yt = tfn(*leaves, **problem.kwargs)
+        theirs = lambda: torch.autograd.grad(yt, leaves, gyt, retain_graph=True)  # noqa: E731
+        ours_ms, torch_ms, *both = _faster_torch(ours, theirs, precision == "tf32", torch, warmup, repeat)
+        grads = [a for a, wanted in zip(ours(), mask) if wanted]
         with tf32():
             torch_grads = theirs()
-        x64, w64 = xt.detach().double().requires_grad_(), wt.detach().double().requires_grad_()
-        exact = torch.autograd.grad(tfn(x64, w64, **problem.kwargs), (x64, w64), gyt.double())
+        leaves64 = [a.detach().double().requires_grad_() for a in leaves]
+        exact = torch.autograd.grad(tfn(*leaves64, **problem.kwargs), leaves64, gyt.double())
         ours_error = max(_torch_relative_error(torch, _as_torch(torch, a), e) for a, e in zip(grads, exact))
         torch_error = max(_torch_relative_error(torch, a, e) for a, e in zip(torch_grads, exact))
         itemsize = x.dtype.itemsize
-        moved = (2 * x.size + 2 * w.size + gy.size) * itemsize
+        moved = (2 * x.size + 2 * w.size + gy.size + (problem.out_channels if problem.bias else 0)) * itemsize
         rows.append(
             Row(problem, dtype, precision, ours_ms, torch_ms, backward_floor_seconds(problem, dtype, precision, copy) * 1e3,
-                moved / ours_ms / 1e6, 2 * g.flops / ours_ms / 1e9, ours_error, torch_error, backward=True,
-                torch_benchmark=torch_benchmark)
+                moved / ours_ms / 1e6, 2 * g.flops / ours_ms / 1e9, ours_error, torch_error, True, *both)
         )  # fmt: skip
-        del x, w, gy, grads, xt, wt, gyt, yt, torch_grads, exact, x64, w64
+        x = w = b = gy = grads = leaves = gyt = yt = torch_grads = exact = leaves64 = None  # (freed before the pool is emptied)
         cupy.get_default_memory_pool().free_all_blocks()
     return rows
 
@@ -493,15 +494,17 @@ def _gpu_available() -> bool:
 
 
 def main(argv=None) -> int:
+    from . import bench_zoo
+
     parser = argparse.ArgumentParser(
         prog="python -m cupyconv bench",
-        description="Time cupyconv's forward transposed convolution against torch (cuDNN) on the benchmark problems, "
+        description="Time cupyconv's transposed convolution against torch (cuDNN) on the benchmark problems or the zoo, "
         "in one process: median of CUDA-event timings after warm-up, achieved GB/s and TFLOP/s, the fraction of the "
         "roofline floor reached, and the relative error against float64.  Without a GPU it says so and runs the "
         "NumPy path on a small problem.",
     )
-    parser.add_argument("--problems", default=",".join(DEFAULT_PROBLEMS),
-                        help=f"comma-separated ids from {', '.join(PROBLEMS)}, or 'all' (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--problems", help=f"comma-separated ids of any suite ({', '.join(PROBLEMS)}, Z1-Z{len(bench_zoo.ZOO)}), "
+                        f"or 'all' (the whole of --suite) (default: {','.join(DEFAULT_PROBLEMS)}, or the whole of --suite)")  # fmt: skip
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16", "float64"))
     parser.add_argument("--precision", default="highest", choices=("highest", "tf32"), help="float32 mode (torch's TF32 setting follows it)")
     parser.add_argument("--modes", help=f"comma-separated from {', '.join(MODES)}, or 'all' ({', '.join(ALL_MODES)}): "
@@ -511,21 +514,23 @@ def main(argv=None) -> int:
     parser.add_argument("--no-torch", action="store_true", help="time cupyconv alone")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
     parser.add_argument("--backward", action="store_true",
-                        help="time grad_input + grad_weight against torch.autograd.grad instead of the forward pass (needs torch)")  # fmt: skip
+                        help="time grad_input + grad_weight (+ grad_bias where the problem has a bias) against torch.autograd.grad "
+                        "instead of the forward pass (needs torch)")  # fmt: skip
     parser.add_argument("--plot", metavar="FILE", help="also draw the fraction of the floor each side reaches (PNG)")
     parser.add_argument("--adapter", action="store_true",
                         help="also time the torch adapter against torch on a tiny problem (per-call overhead)")  # fmt: skip
     parser.add_argument("--autotune", action="store_true",
                         help="tune cupyconv's tile configurations first (as CUPYCONV_AUTOTUNE=1): the warm-up times the "
                         "candidates once per problem and the cache file remembers the winners")  # fmt: skip
-    parser.add_argument("--list", action="store_true", help="print every benchmark problem with its definition, and exit")
+    parser.add_argument("--list", action="store_true", help="print every suite's problems with their definitions (and models), and exit")
+    bench_zoo.add_arguments(parser)
     parser.add_argument("--models", nargs="?", const="all", metavar="NAMES",
                         help="instead of the problems, time whole training steps of real models (comma-separated from hifigan, dcgan, "
                         "pix2pix, hdemucs, or 'all', the default): torch against cupyconv.torch.convert, eager and CUDA-graphed "
                         "(see cupyconv/bench_models.py); --modes picks from float32, tf32, bf16; --warmup and --repeat count steps")  # fmt: skip
     args = parser.parse_args(argv)
     if args.list:
-        print(list_problems())
+        print(bench_zoo.list_problems())
         return 0
     if args.plot:
         try:
@@ -535,10 +540,7 @@ def main(argv=None) -> int:
     if args.autotune:
         _autotune.set_enabled(True)
 
-    ids = list(PROBLEMS) if args.problems == "all" else [p.strip() for p in args.problems.split(",") if p.strip()]
-    unknown = [i for i in ids if i not in PROBLEMS]
-    if unknown:
-        parser.error(f"unknown problem ids {unknown}; choose from {list(PROBLEMS)}")
+    problems, backwards = bench_zoo.select(parser, args), bench_zoo.directions(parser, args)
     if args.modes and args.models is None:
         names = list(ALL_MODES) if args.modes == "all" else [m.strip() for m in args.modes.split(",") if m.strip()]
         if not names or any(m not in MODES for m in names):
@@ -547,8 +549,9 @@ def main(argv=None) -> int:
     else:
         modes = [(args.dtype, args.precision)]
 
-    if not _gpu_available():
-        gpu_only = [f"--{name}" for name in ("markdown", "plot", "backward", "adapter", "autotune", "models") if getattr(args, name)]
+    if not args.from_json and not _gpu_available():
+        gpu_only = [f"--{name}" for name in ("markdown", "plot", "backward", "adapter", "autotune", "models", "json", "direction") if getattr(args, name)]
+        gpu_only += bench_zoo.gpu_only(args, problems)
         if gpu_only:
             parser.error(f"{', '.join(gpu_only)} need{'s' if len(gpu_only) == 1 else ''} a CUDA GPU, and none is available here (or CuPy is not installed)")
         print("No CUDA GPU is available (or CuPy is not installed): the GPU benchmark cannot run here.")
@@ -560,18 +563,10 @@ def main(argv=None) -> int:
         from . import bench_models
 
         return bench_models.main(parser, args)
-    print(_environment())
-    rows = []
-    if args.backward and args.no_torch:
-        parser.error("--backward compares with torch: drop --no-torch")
-    for dtype, precision in modes:
-        if args.backward:
-            rows += run_gpu_backward([PROBLEMS[i] for i in ids], dtype, precision, args.warmup, args.repeat)
-        else:
-            rows += run_gpu([PROBLEMS[i] for i in ids], dtype, precision, args.warmup, args.repeat, not args.no_torch)
-    table = format_table(rows)
-    if any(r.torch_benchmark is not None for r in rows):
-        faster = [f"{r.problem.id} {mode_label(r.dtype, r.precision)}" for r in rows if r.torch_benchmark]
+    environment, rows, problems = bench_zoo.run(parser, args, problems, modes, backwards)
+    table = bench_zoo.format_suite_table(rows) if bench_zoo.suite_table(problems) else format_table(rows)
+    if not bench_zoo.suite_table(problems) and any(r.torch_benchmark is not None for r in rows):
+        faster = [f"{r.problem.id} {mode_label(r.dtype, r.precision)}{', backward' * r.backward}" for r in rows if r.torch_benchmark]
         table += ("\n\ntorch ms: the faster of cuDNN's default and cudnn.benchmark = True, each timed in the same rounds; "
                   f"benchmark was the faster on {', '.join(faster) if faster else 'none'}.")  # fmt: skip
     if args.adapter:
@@ -579,7 +574,9 @@ def main(argv=None) -> int:
     print(table)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(_environment() + "\n\n" + table + "\n")
+            f.write(environment + "\n\n" + table + "\n")
+    if args.json:
+        bench_zoo.write_json(args.json, rows, environment)
     if args.plot:  # last: the table is out whatever drawing does
         plot(rows, args.plot)
     return 0

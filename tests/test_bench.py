@@ -164,12 +164,13 @@ def test_version_and_list(capsys):
     assert __main__.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"cupyconv {__version__}"
     assert bench.main(["--list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0].split(" ")[0] for line in lines] == list(bench.PROBLEMS)
+    lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("# ")]  # (the suites' headings)
+    assert [line.split(":")[0].split(" ")[0] for line in lines][: len(bench.PROBLEMS)] == list(bench.PROBLEMS)
     assert lines[0].startswith("P1 (default): 1D N32 Ci32 Co64 K5 L131072 d3; input (32, 32, 131072), weight (32, 64, 5), ")
 
 
-@pytest.mark.parametrize("option", [["--markdown", "out.md"], ["--plot", "out.png"], ["--backward"], ["--adapter"], ["--autotune"]])
+@pytest.mark.parametrize("option", [["--markdown", "out.md"], ["--plot", "out.png"], ["--backward"], ["--adapter"], ["--autotune"],
+                                    ["--json", "out.json"], ["--direction", "both"]])  # fmt: skip
 def test_gpu_options_are_refused_without_a_gpu(option, capsys):
     """Without a GPU, options that only the GPU run serves exit non-zero with
     a message, rather than writing nothing."""
@@ -199,10 +200,11 @@ def test_torch_is_timed_both_ways_and_the_faster_kept(monkeypatch):
 
     before = torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32
     monkeypatch.setattr(bench, "_medians_ms", medians)
-    assert bench._faster_torch(None, None, True, torch, 1, 4) == (1.0, 2.0, True)
+    # (ours, the faster torch, whether benchmark was the faster, torch's default, torch's benchmark)
+    assert bench._faster_torch(None, None, True, torch, 1, 4) == (1.0, 2.0, True, 3.0, 2.0)
     assert seen == [(False, True), (True, True)]
     seen.clear()
     monkeypatch.setattr(bench, "_medians_ms", lambda sides, warmup, repeat: (medians(sides, warmup, repeat), [1.0, 2.0, 3.0])[1])
-    assert bench._faster_torch(None, None, False, torch, 1, 4) == (1.0, 2.0, False)
+    assert bench._faster_torch(None, None, False, torch, 1, 4) == (1.0, 2.0, False, 2.0, 3.0)
     assert seen == [(False, False), (True, False)]
     assert (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32) == before
