@@ -121,9 +121,10 @@ class _Recorder(cupy.cuda.MemoryHook):
         self.allocations.append((kwargs["mem_ptr"], kwargs["size"], len(self.launches)))
 
     def __enter__(self):
+        entered = super().__enter__()  # (first: where it raises, nothing of this thread's is left installed)
         _RECORDING.recorder = self
         _RECORDING.plan_observers = _RECORDING.plan_observers + (self.plans,)
-        return super().__enter__()
+        return entered
 
     def __exit__(self, *args):
         _RECORDING.recorder = None

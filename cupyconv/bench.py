@@ -249,9 +249,8 @@ def run_gpu(problems: List[Problem], dtype: str, precision: str, warmup: int, re
             tfn = torch.nn.functional.conv_transpose1d if problem.dims == 1 else torch.nn.functional.conv_transpose2d
             xt, wt, bt = (None if a is None else _as_torch(torch, a) for a in (x, w, b))
             theirs = lambda: tfn(xt, wt, bt, **problem.kwargs)  # noqa: E731
-            tf32 = _tf32(torch, precision == "tf32")
             ours_ms, torch_ms, *both = _faster_torch(ours, theirs, precision == "tf32", torch, warmup, repeat)
-            with tf32():
+            with _tf32(torch, precision == "tf32", benchmark=both[0])():  # the error of the setting timed
                 yt = theirs()
             y = ours()
             exact = tfn(xt.double(), wt.double(), None if bt is None else bt.double(), **problem.kwargs)
@@ -313,7 +312,7 @@ def run_gpu_backward(problems: List[Problem], dtype: str, precision: str, warmup
         theirs = lambda: torch.autograd.grad(yt, leaves, gyt, retain_graph=True)  # noqa: E731
         ours_ms, torch_ms, *both = _faster_torch(ours, theirs, precision == "tf32", torch, warmup, repeat)
         grads = [a for a, wanted in zip(ours(), mask) if wanted]
-        with tf32():
+        with _tf32(torch, precision == "tf32", benchmark=both[0])():  # the error of the setting timed
             torch_grads = theirs()
         leaves64 = [a.detach().double().requires_grad_() for a in leaves]
         exact = torch.autograd.grad(tfn(*leaves64, **problem.kwargs), leaves64, gyt.double())
@@ -537,9 +536,6 @@ def main(argv=None) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             parser.error("--plot needs matplotlib: pip install matplotlib")
-    if args.autotune:
-        _autotune.set_enabled(True)
-
     problems, backwards = bench_zoo.select(parser, args), bench_zoo.directions(parser, args)
     if args.modes and args.models is None:
         names = list(ALL_MODES) if args.modes == "all" else [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -549,6 +545,8 @@ def main(argv=None) -> int:
     else:
         modes = [(args.dtype, args.precision)]
 
+    if args.from_json and (args.adapter or args.autotune):
+        parser.error("--from-json builds tables from saved runs: --adapter and --autotune run on a GPU, drop them")
     if not args.from_json and not _gpu_available():
         gpu_only = [f"--{name}" for name in ("markdown", "plot", "backward", "adapter", "autotune", "models", "json", "direction") if getattr(args, name)]
         gpu_only += bench_zoo.gpu_only(args, problems)
@@ -558,6 +556,8 @@ def main(argv=None) -> int:
         print("Running the NumPy reference path on a small problem instead.")
         print(run_cpu_demo())
         return 0
+    if args.autotune:  # (after the checks: a refused command leaves the process as it was)
+        _autotune.set_enabled(True)
 
     if args.models is not None:
         from . import bench_models

@@ -319,7 +319,7 @@ def _capture(model, inputs, target, loss_fn, mode, initial, seed):
         graph.replay()
         got.append(loss.detach().clone())
     differences = [abs(g.item() - e.item()) / max(abs(e.item()), 1e-30) for g, e in zip(got, expected)]
-    difference = max(differences) if all(math.isfinite(d) for d in differences) else None
+    difference = max(differences) if all(math.isfinite(d) for d in differences) else math.inf  # a non-finite loss fails
     return _Graphed(graph, model, optimizer, loss), LossCheck(difference, LOSS_RTOL[mode])
 
 

@@ -208,3 +208,11 @@ def test_torch_is_timed_both_ways_and_the_faster_kept(monkeypatch):
     assert bench._faster_torch(None, None, False, torch, 1, 4) == (1.0, 2.0, False, 2.0, 3.0)
     assert seen == [(False, False), (True, False)]
     assert (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32) == before
+
+
+def test_from_json_refuses_the_options_that_run_on_a_gpu(tmp_path, capsys):
+    for option in ("--adapter", "--autotune"):
+        with pytest.raises(SystemExit) as exit:
+            bench.main(["--from-json", str(tmp_path / "saved.json"), option])
+        assert exit.value.code == 2 and option in capsys.readouterr().err
+    assert not bench._autotune.enabled()  # a refused command turns nothing on

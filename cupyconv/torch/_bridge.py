@@ -22,7 +22,7 @@ import numpy
 import torch
 import torch.utils.dlpack
 
-from .. import _cuda
+from .. import _cuda, _remember
 
 _BFLOAT16 = numpy.dtype(ml_dtypes.bfloat16)
 
@@ -151,10 +151,8 @@ def forward(input, weight, bias, geometry, precision: str) -> torch.Tensor:
     remember = None
     if contiguous:
 
-        def remember(fast):
-            if len(_FAST_FORWARD) >= 1024:
-                _FAST_FORWARD.clear()
-            _FAST_FORWARD[key] = fast
+        def remember(fast):  # (a full table forgets its signatures' counts too: they are recorded again)
+            _remember._keep(_FAST_FORWARD, key, fast)
 
     with _on_torch_stream(input.device):
         x, w = to_cupy(input), to_cupy(weight)
