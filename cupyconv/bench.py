@@ -515,7 +515,8 @@ def main(argv=None) -> int:
     parser.add_argument("--backward", action="store_true",
                         help="time grad_input + grad_weight (+ grad_bias where the problem has a bias) against torch.autograd.grad "
                         "instead of the forward pass (needs torch)")  # fmt: skip
-    parser.add_argument("--plot", metavar="FILE", help="also draw the fraction of the floor each side reaches (PNG)")
+    parser.add_argument("--plot", metavar="FILE", help="also draw a chart (PNG): the fraction of the floor each side reaches, "
+                        "or, for a suite with zoo rows, each row's speed-up over torch on a log axis")  # fmt: skip
     parser.add_argument("--adapter", action="store_true",
                         help="also time the torch adapter against torch on a tiny problem (per-call overhead)")  # fmt: skip
     parser.add_argument("--autotune", action="store_true",

@@ -322,18 +322,62 @@ def test_from_json_makes_one_table_without_a_gpu(tmp_path, capsys):
         assert (tmp_path / "zoo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_plot_has_a_panel_per_mode_and_direction():
+def _pyplot():
     pytest.importorskip("matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = bench.figure(_suite_rows())
-    try:
+    return plt
+
+
+def test_the_floor_chart_has_a_panel_per_mode_and_direction():
+    plt = _pyplot()
+    fig = bench.figure(_suite_rows(), kind="floor")
+    try:  # a row of panels per mode, a column per direction; float16 has no backward panel
         assert [ax.get_title() for ax in fig.axes] == ["float32 highest", "float32 highest, backward", "float16"]
     finally:
         plt.close(fig)
+
+
+def test_a_suites_chart_is_its_speedups_on_a_log_axis():
+    """The zoo's rows reach a few percent of their floors, so their chart is
+    the speed-up: a panel per mode, a bar per row and direction from 1.0 to
+    torch ms / cupyconv ms on a log axis, the geometric means in the title,
+    2D problems on a band."""
+    plt = _pyplot()
+    from cupyconv import bench_plot
+
+    rows = _suite_rows()
+    assert bench_plot.default_kind(rows) == "speedup"
+    assert bench_plot.default_kind(_problem_rows()) == "floor"
+    untimed = [_row("Z2", "tf32", 0.5, None, None)]
+    assert bench_plot.default_kind(untimed) == "floor"  # nothing to divide by
+    with pytest.raises(ValueError):
+        bench_plot.speedup_figure(untimed)
+    with pytest.raises(ValueError):
+        bench.figure(rows, kind="bars")
+    fig = bench.figure(rows)
+    try:
+        highest, half = fig.axes
+        assert highest.get_yscale() == half.get_yscale() == "log"
+        assert highest.get_title() == ("float32 highest: geometric mean forward 1.00x, faster on 1 of 2; "
+                                       "backward 2.00x, faster on 1 of 1")  # fmt: skip
+        assert half.get_title() == "float16: geometric mean forward 4.00x, faster on 1 of 1"
+        assert [t.get_text() for t in highest.get_xticklabels()] == ["Z1", "Z19"]
+        bars = [(round(b.get_x() + b.get_width() / 2, 3), round(b.get_y() + b.get_height(), 6)) for c in highest.containers for b in c]
+        assert bars == [(-0.2, 2.0), (0.8, 0.5), (0.2, 2.0)]  # (x, top): Z1 and Z19 forward, then Z1 backward
+        assert all(b.get_y() == 1.0 for c in highest.containers for b in c)  # from the 1.0 line, down where torch is faster
+        assert 1.0 in [line.get_ydata()[0] for line in highest.get_lines()]
+        bands = [p for p in highest.patches if not any(p in c for c in highest.containers)]
+        assert len(bands) == 1  # Z19, the 2D problem (Z37 is float16's)
+    finally:
+        plt.close(fig)
+
+
+def _problem_rows():
+    return [bench.Row(bench.PROBLEMS["P1"], "float32", "highest", 1.0, 2.0, 0.5, 10.0, 1.0, 1e-7, 2e-7)]
 
 
 def test_progress_yields_every_problem(monkeypatch, capsys):
