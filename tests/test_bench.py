@@ -3,6 +3,8 @@ anchors the forward-performance issue lists, the Markdown table and the plot."""
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from cupyconv import bench
@@ -85,14 +87,25 @@ def test_markdown_round_trip(tmp_path):
         assert a.ours_ms == pytest.approx(b.ours_ms, rel=1e-3, abs=1e-3) and a.torch_ms == pytest.approx(b.torch_ms, rel=1e-3, abs=1e-3)
 
 
-def test_the_kept_h100_results_load():
-    """BENCHMARKS.md, which 03_performance.ipynb shows where there is no GPU."""
-    import pathlib
+def test_benchmarks_md_opens_with_the_kept_problems_run():
+    """BENCHMARKS.md's first tables are docs/data/problems.json's rows (the
+    run notebook 03 shows where there is no GPU): load_markdown reads its
+    forward table back, and both tables are the JSON's, as the bench prints
+    them."""
+    from cupyconv import bench_zoo
 
-    environment, rows = bench.load_markdown(str(pathlib.Path(__file__).parent.parent / "BENCHMARKS.md"))
-    assert environment.startswith("GPU NVIDIA H100")
-    assert {r.problem.id for r in rows} == set(bench.PROBLEMS)
-    assert len(rows) == len(bench.PROBLEMS) * len(bench.ALL_MODES)
+    root = pathlib.Path(__file__).parent.parent
+    text = (root / "BENCHMARKS.md").read_text(encoding="utf-8")
+    kept_environment, kept = bench_zoo.load_json(str(root / "docs" / "data" / "problems.json"), with_environment=True)
+    assert len(kept) == 2 * len(bench.PROBLEMS) * len(bench.ALL_MODES)  # forward and backward, every mode
+    environment, rows = bench.load_markdown(str(root / "BENCHMARKS.md"))
+    assert environment == kept_environment and environment.startswith("GPU NVIDIA H200")
+    forward = [r for r in kept if not r.backward]
+    assert [(r.problem.id, r.dtype, r.precision) for r in rows] == [(r.problem.id, r.dtype, r.precision) for r in forward]
+    for a, b in zip(rows, forward):
+        assert a.ours_ms == pytest.approx(b.ours_ms, abs=5e-4) and a.torch_ms == pytest.approx(b.torch_ms, abs=5e-4)
+    for direction in (False, True):
+        assert bench.format_table([r for r in kept if r.backward is direction]) in text
 
 
 # Backward floors from the backward-performance issue's table (fp32-accurate, TF32).

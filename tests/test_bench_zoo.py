@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 import re
 import sys
 import types
@@ -207,6 +208,19 @@ def test_the_suite_table_is_not_read_back_as_the_problem_table(tmp_path):
     path = tmp_path / "zoo.md"
     path.write_text("GPU Test\n\n" + bench_zoo.format_suite_table(_suite_rows()) + "\n")
     assert bench.load_markdown(str(path)) == ("GPU Test", [])
+
+
+def test_the_kept_zoo_run_is_in_benchmarks_md():
+    """docs/data/zoo.json is the whole zoo in the four modes, both
+    directions; its table (docs/data/zoo.md, as --from-json makes it) is in
+    BENCHMARKS.md with its geometric means."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    environment, rows = bench_zoo.load_json(str(root / "docs" / "data" / "zoo.json"), with_environment=True)
+    assert len(rows) == len(bench_zoo.ZOO) * len(bench.ALL_MODES) * 2
+    assert [r.problem for r in rows[: len(bench_zoo.ZOO)]] == list(bench_zoo.ZOO.values())
+    table = bench_zoo.format_suite_table(rows)
+    assert (root / "docs" / "data" / "zoo.md").read_text(encoding="utf-8") == environment + "\n\n" + table + "\n"
+    assert environment + "\n\n" + table in (root / "BENCHMARKS.md").read_text(encoding="utf-8")
 
 
 def test_json_round_trip(tmp_path):
