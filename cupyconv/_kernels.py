@@ -21,8 +21,8 @@ say) is patched in its home module too.
 from __future__ import annotations
 
 from .kernels import (
-    conv_direct, conv_fold, conv_gemm, conv_tf32, conv_tiny, conv_wgmma, conv_window, depthwise, grad_input_overlap,
-    grad_input_phase, grad_input_taps, grad_weight, grad_weight_overlap, grad_weight_phase, grad_weight_taps,
+    conv_direct, conv_fold, conv_gemm, conv_nhwc, conv_tf32, conv_tiny, conv_wgmma, conv_window, depthwise, grad_input_overlap,
+    grad_input_phase, grad_input_taps, grad_weight, grad_weight_overlap, grad_weight_nhwc, grad_weight_phase, grad_weight_taps,
     grad_weight_tf32, grad_weight_window, grouped_backward, grouped_forward, pack_weight, phase_gather,
 )
 from .kernels.common import (
@@ -176,6 +176,8 @@ def all_instantiations() -> list[tuple[str, str]]:
             grouped_backward.grouped_instantiations,
             grouped_forward.grouped_forward_instantiations,
             phase_gather.gather_instantiations,
+            conv_nhwc.nhwc_instantiations,
+            grad_weight_nhwc.nhwc_instantiations,
         ),
         per_dtype=(grad_weight.reduction_instantiations,),
     )

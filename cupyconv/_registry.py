@@ -8,6 +8,7 @@ from ._plan import Family, Problem
 from .kernels.conv_direct import ConvDirect
 from .kernels.conv_fold import ConvFold
 from .kernels.conv_gemm import ConvGemm
+from .kernels.conv_nhwc import ConvNhwc
 from .kernels.conv_tf32 import ConvTf32, ConvTf32Stream
 from .kernels.conv_tiny import ConvTiny
 from .kernels.conv_wgmma import (
@@ -23,6 +24,7 @@ from .kernels.grad_input_overlap import GradInputOverlap
 from .kernels.grad_input_phase import GradInputPhase
 from .kernels.grad_input_taps import Taps
 from .kernels.grad_weight import GradBias, GradWeightGemm
+from .kernels.grad_weight_nhwc import GradWeightNhwc
 from .kernels.grad_weight_overlap import GradWeightOverlap
 from .kernels.grad_weight_phase import GradPhaseFused, GradWeightPhase
 from .kernels.grad_weight_tf32 import GradWeightTf32
@@ -38,20 +40,20 @@ _S = settings.current  # the routing settings in force
 FORWARD = (
     ConvTiny(), DepthwiseForward(), GroupedForward(), ConvFold(), WindowFill(), ConvDirect(),
     ConvTf32Stream(), ConvTf32(), ConvWgmmaSplit(), ConvWgmmaResident(), ConvWgmma(), ConvWgmmaX3(), ConvWindow(),
-    ConvGemm(True), ConvGemm(False),
+    ConvNhwc(), ConvGemm(True), ConvGemm(False),
 )  # fmt: skip
 
 
 GRAD_INPUT = (
     GradInputOverlap(), Taps("grad_input"), GradInputPhase(),
     ConvTf32(), ConvWgmmaSplit(), ConvWgmmaResident(), ConvWgmma(), ConvWgmmaX3(), ConvWindow(),
-    ConvGemm(True), ConvGemm(False),
+    ConvNhwc(), ConvGemm(True), ConvGemm(False),
 )  # fmt: skip
 
 
 GRAD_WEIGHT = (
     GradWeightTf32(3), GradWeightOverlap(), Taps("grad_weight"), GradWeightWgmma(), GradWeightWindow(), GradWeightTf32(1),
-    GradWeightPhase(), GradWeightGemm(True), GradWeightGemm(False),
+    GradWeightPhase(), GradWeightNhwc(), GradWeightGemm(True), GradWeightGemm(False),
 )  # fmt: skip
 
 

@@ -95,6 +95,15 @@ class Settings:
     grad_weight_phase_max_tiles_3xtf32: int = 2
     use_grad_phase_fused: object = True  # or "anywhere"
     bias_blocks_per_multiprocessor: int = 4
+    # conv_nhwc and grad_weight_nhwc on channels-first arrays: where the call
+    # sums at least this many products per element of input and output (below,
+    # memory-bound, the layout changes around them cost more than they save);
+    # in float32 "tf32" more, mma.sync's TF32 running at half its 16-bit rate
+    nhwc_min_products: int = 32
+    nhwc_min_products_tf32: int = 256
+    # ... and where the pass writes (grad_weight: reads as grad_output) at least
+    # this many elements: below, one launch of conv_mma costs less host time than their four
+    nhwc_min_output: int = 1 << 16
     # tests and experiments: plan as if the device had these (None: its own)
     multiprocessors: Optional[int] = None
     compute_capability: Optional[int] = None

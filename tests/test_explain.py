@@ -84,3 +84,12 @@ def test_override_blocks_end_with_their_own_changes_only():
     assert settings.current().use_fold and settings.current().wgmma_min_taps == 3
     second.__exit__(None, None, None)
     assert settings.current() == settings.Settings()
+
+
+def test_memory_bound_calls_keep_channels_first_families(settings_override):
+    """Below nhwc_min_products the layout changes cost more than the GEMM saves."""
+    shapes = (2, (8, 16, 64, 128), (16, 16, 3, 3))
+    kwargs = dict(stride=2, padding=1, output_padding=1, dtype="bfloat16")
+    assert not any("nhwc" in f for f in _explain.chosen(*shapes, **kwargs, backward=True) + _explain.chosen(*shapes, **kwargs))
+    settings_override(nhwc_min_products=0)
+    assert "forward: conv_nhwc" in _explain.chosen(*shapes, **kwargs)
