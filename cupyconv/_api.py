@@ -22,6 +22,35 @@ def _prepare(spatial_dims, input, weight, bias, stride, padding, output_padding,
     return kind, geometry
 
 
+def channels_last(shape, strides) -> bool:
+    """Whether 4D (N, C, H, W) strides, in elements, put the channels last:
+    c10's is_channels_last_strides_2d, the test behind torch's
+    suggest_memory_format (a tensor of one channel or one position is
+    classed as torch classes it)."""
+    if len(shape) != 4 or strides[1] == 0:
+        return False
+    smallest = 0
+    for d in (1, 3, 2, 0):
+        if shape[d] == 0 or strides[d] < smallest or (d == 0 and smallest == strides[1]):
+            return False
+        smallest = strides[d] * shape[d] if shape[d] > 1 else strides[d]
+    return True
+
+
+def _array_channels_last(array) -> bool:
+    return array.ndim == 4 and channels_last(array.shape, tuple(s // array.itemsize for s in array.strides))
+
+
+def _in_layout_of(like, result):
+    """`result` (C-contiguous, the kernels' or the reference's) with `like`'s
+    layout: channels last where `like` is a 2D call's channels-last array
+    (a copy), else as it is.  NumPy and CuPy alike."""
+    if result is None or not _array_channels_last(like):
+        return result
+    xp = numpy if isinstance(result, numpy.ndarray) else _gpu().cupy
+    return xp.ascontiguousarray(result.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
 def _require(kind: str, require: Optional[str]):
     if require is not None and kind != require:
         raise TypeError(f"this function takes {require}.ndarray arrays, got {kind}.ndarray")
@@ -102,10 +131,12 @@ def conv_transpose(spatial_dims, input, weight, bias, stride, padding, output_pa
         cuda = _gpu()
         if key is None and require is None:  # (the first CuPy call: the tables were not loaded yet; keyed as later calls are)
             key = _fast_key(spatial_dims, input, weight, bias, stride, padding, output_padding, groups, dilation, given_precision)
-        return cuda.forward(input, weight, bias, geometry, precision, fast_key=key)
+        # (a channels-last input is copied on the way in, so no call of one is
+        # remembered: the fast path above never sees one)
+        return _in_layout_of(input, cuda.forward(input, weight, bias, geometry, precision, fast_key=key))
     x4 = numpy.ascontiguousarray(input).reshape(geometry.input_shape4)
     w4 = numpy.ascontiguousarray(weight).reshape(geometry.weight_shape4)
-    return reference.forward(x4, w4, bias, geometry).reshape(geometry.output_shape)
+    return _in_layout_of(input, reference.forward(x4, w4, bias, geometry).reshape(geometry.output_shape))
 
 
 def conv_transpose_backward(
@@ -131,13 +162,14 @@ def conv_transpose_backward(
         cuda = _gpu()
         if remembered is None and require is None:  # (the first CuPy call: the tables were not loaded yet; keyed as later calls are)
             key = _fast_backward_key(spatial_dims, grad_output, input, weight, stride, padding, output_padding, groups, dilation, *given)
-        return cuda.backward(grad_output, input, weight, geometry, output_mask, precision, fast_key=key)
+        grad_input, grad_weight, grad_bias = cuda.backward(grad_output, input, weight, geometry, output_mask, precision, fast_key=key)
+        return _in_layout_of(input, grad_input), grad_weight, grad_bias
     gy4 = numpy.ascontiguousarray(grad_output).reshape(geometry.output_shape4)
     x4 = numpy.ascontiguousarray(input).reshape(geometry.input_shape4)
     w4 = numpy.ascontiguousarray(weight).reshape(geometry.weight_shape4)
     grad_input, grad_weight, grad_bias = reference.backward(gy4, x4, w4, geometry, output_mask)
     if grad_input is not None:
-        grad_input = grad_input.reshape(input.shape)
+        grad_input = _in_layout_of(input, grad_input.reshape(input.shape))
     if grad_weight is not None:
         grad_weight = grad_weight.reshape(weight.shape)
     return grad_input, grad_weight, grad_bias

@@ -566,3 +566,64 @@ def test_other_dtypes_go_to_torch(path):
     x = torch.randn(2, 3, 5, generator=gen, dtype=torch.complex64)
     w = torch.randn(3, 2, 3, generator=gen, dtype=torch.complex64)
     assert torch.equal(ct.conv_transpose1d(x, w, stride=2), F.conv_transpose1d(x, w, stride=2))
+
+
+def _format(t) -> str:
+    if t.is_contiguous():
+        return "contiguous"
+    return "channels_last" if t.is_contiguous(memory_format=torch.channels_last) else "strided"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("layouts", [("contiguous", "contiguous"), ("channels_last", "contiguous"), ("contiguous", "channels_last"), ("channels_last", "channels_last")], ids="-".join)
+def test_memory_format_follows_torch(layouts, dtype, device, path):
+    """The output and every gradient come back in the memory format torch's
+    own conv_transpose2d gives them, for channels-first, channels-last and
+    mixed inputs, with the same values."""
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 8, 5, 6, generator=generator, dtype=torch.float64).to(device, dtype)
+    w = torch.randn(8, 16, 3, 3, generator=generator, dtype=torch.float64).to(device, dtype)
+    b = torch.randn(16, generator=generator, dtype=torch.float64).to(device, dtype)
+    if layouts[0] == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    if layouts[1] == "channels_last":
+        w = w.to(memory_format=torch.channels_last)
+    kwargs = dict(stride=2, padding=1, output_padding=1)
+    results = []
+    for fn in (ct.conv_transpose2d, F.conv_transpose2d):
+        xs, ws, bs = (t.detach().clone(memory_format=torch.preserve_format).requires_grad_() for t in (x, w, b))
+        y = fn(xs, ws, bs, **kwargs)
+        gy = torch.ones_like(y)  # (the output's own format, as autograd's would be)
+        grads = torch.autograd.grad(y, (xs, ws, bs), gy)
+        results.append((y, grads))
+    (y, grads), (y_ref, grads_ref) = results
+    assert [_format(t) for t in (y,) + grads] == [_format(t) for t in (y_ref,) + grads_ref]
+    tolerance = 1e-2 if dtype == torch.bfloat16 else 1e-4 if dtype == torch.float32 else 1e-12
+    for ours, theirs in zip((y,) + grads, (y_ref,) + grads_ref):
+        assert relative_error(ours.detach().double().cpu().numpy(), theirs.detach().double().cpu().numpy()) < tolerance
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("layouts", [("contiguous", "contiguous"), ("channels_last", "contiguous"), ("contiguous", "channels_last")], ids="-".join)
+def test_fake_memory_format_is_the_real_ones(layouts, device):
+    """Under FakeTensorMode (torch.compile's tracing) the operators' outputs
+    have the strides the real calls give (on the CPU: torch's own; on CUDA:
+    torch's cuDNN rule), so compiled graphs see the layout they will get."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(2, 8, 5, 6, device=device)
+        w = torch.empty(8, 16, 3, 3, device=device)
+        if layouts[0] == "channels_last":
+            x = x.to(memory_format=torch.channels_last)
+        if layouts[1] == "channels_last":
+            w = w.to(memory_format=torch.channels_last)
+        y = _functional._forward_fake(x, w, None, [2, 2], [1, 1], [1, 1], 1, [1, 1], "highest")
+        grads = _functional._backward_fake(torch.empty_like(y), x, w, [2, 2], [1, 1], [1, 1], 1, [1, 1], [True, True, True], "highest")
+    expected = "contiguous" if layouts == ("contiguous", "contiguous") else "channels_last"
+    assert [_format(t) for t in (y,) + grads[:2]] == [expected] * 3 and grads[2].dim() == 1
+    if device == "cpu":
+        xr, wr = (torch.randn(t.shape).to(memory_format=torch.channels_last if layout == "channels_last" else torch.contiguous_format) for t, layout in zip((x, w), layouts))
+        y_real = F.conv_transpose2d(xr, wr, stride=2, padding=1, output_padding=1)
+        assert y_real.stride() == y.stride()

@@ -24,8 +24,13 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from .. import _geometry
+from .. import _api, _geometry
 from . import _transforms
+
+try:  # torch's own test (DDE-safe on symbolic shapes), where it has one
+    from torch._prims_common import suggest_memory_format as _suggest_memory_format
+except ImportError:  # pragma: no cover - an older torch
+    _suggest_memory_format = None
 
 __all__ = ["conv_transpose1d", "conv_transpose2d", "ArgumentError"]
 
@@ -106,6 +111,21 @@ def _geometry_of(input, weight, bias, stride, padding, output_padding, groups, d
         raise ArgumentError(str(error)) from None
 
 
+def _is_channels_last(t: torch.Tensor) -> bool:
+    if _suggest_memory_format is not None:
+        return _suggest_memory_format(t) == torch.channels_last
+    return _api.channels_last(tuple(t.shape), t.stride())
+
+
+def _memory_format(input: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:
+    """torch's memory format for conv_transpose2d's output and its gradients:
+    channels_last where the input or the weight is, but for float64 on CUDA
+    (cuDNN's cudnn_conv_suggest_memory_format; torch's CPU path keeps it)."""
+    if input.dim() != 4 or (input.is_cuda and input.dtype == torch.float64):
+        return torch.contiguous_format
+    return torch.channels_last if _is_channels_last(input) or _is_channels_last(weight) else torch.contiguous_format
+
+
 def _runs_on_kernels(input: torch.Tensor) -> bool:
     return input.is_cuda and input.dtype in _KERNEL_DTYPES
 
@@ -121,7 +141,8 @@ def _forward_impl(input, weight, bias, stride, padding, output_padding, groups, 
         return _torch_forward(input, weight, bias, stride, padding, output_padding, groups, dilation, precision)
     from . import _bridge
 
-    return _bridge.forward(input, weight, bias, geometry, precision)
+    # The kernels write channels first; a channels-last call's output is made so after
+    return _bridge.forward(input, weight, bias, geometry, precision).contiguous(memory_format=_memory_format(input, weight))
 
 
 def _torch_forward(input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
@@ -133,7 +154,7 @@ def _torch_forward(input, weight, bias, stride, padding, output_padding, groups,
 def _forward_fake(input, weight, bias, stride, padding, output_padding, groups, dilation, precision):
     _check_same(input, (("weight", weight), ("bias", bias)))
     geometry = _geometry_of(input, weight, bias, stride, padding, output_padding, groups, dilation, fake=True)
-    return input.new_empty(geometry.output_shape)
+    return torch.empty(geometry.output_shape, dtype=input.dtype, device=input.device, memory_format=_memory_format(input, weight))
 
 
 def _torch_backward(grad_output, input, weight, geometry, stride, padding, output_padding, groups, dilation, output_mask):
@@ -161,6 +182,8 @@ def _backward_impl(grad_output, input, weight, stride, padding, output_padding, 
         from . import _bridge
 
         grads = _bridge.backward(grad_output, input, weight, geometry, mask, precision)
+        layout = _memory_format(input, weight)
+        grads = tuple(g.contiguous(memory_format=layout) if g is not None and g.dim() == 4 else g for g in grads)
     else:
         grads = _torch_backward(grad_output, input, weight, geometry, stride, padding, output_padding, groups, dilation, mask)
     return tuple(grad if grad is not None else grad_output.new_empty(0) for grad in grads)
@@ -171,7 +194,11 @@ def _backward_fake(grad_output, input, weight, stride, padding, output_padding, 
     geometry = _geometry_of(input, weight, None, stride, padding, output_padding, groups, dilation, fake=True)
     _check_grad_output(geometry, grad_output)
     shapes = (input.shape, weight.shape, (geometry.out_channels,))
-    return tuple(grad_output.new_empty(shape if wanted else (0,)) for shape, wanted in zip(shapes, output_mask))
+    layout = _memory_format(input, weight)
+    return tuple(
+        torch.empty(shape if wanted else (0,), dtype=grad_output.dtype, device=grad_output.device, memory_format=layout if wanted and len(shape) == 4 else torch.contiguous_format)
+        for shape, wanted in zip(shapes, output_mask)
+    )  # fmt: skip
 
 
 def _check_grad_output(geometry, grad_output) -> None:
