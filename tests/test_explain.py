@@ -93,3 +93,13 @@ def test_memory_bound_calls_keep_channels_first_families(settings_override):
     assert not any("nhwc" in f for f in _explain.chosen(*shapes, **kwargs, backward=True) + _explain.chosen(*shapes, **kwargs))
     settings_override(nhwc_min_products=0)
     assert "forward: conv_nhwc" in _explain.chosen(*shapes, **kwargs)
+
+
+def test_images_past_32_bits_of_positions_keep_the_64_bit_families():
+    """transpose_nhwc counts an image's positions in an int: a 46800 x 46800
+    output (float16, 4.4 GB) is conv_mma's and grad_weight_mma's, whose
+    64-bit builds index it."""
+    shapes = (2, (1, 64, 7800, 7800), (64, 8, 12, 12))
+    kwargs = dict(stride=6, padding=3, dtype="float16")
+    chosen = _explain.chosen(*shapes, **kwargs) + _explain.chosen(*shapes, **kwargs, backward=True)
+    assert chosen == ["forward: conv_mma", "grad_weight: grad_weight_mma", "grad_input: conv_mma", "grad_bias: grad_bias"], chosen

@@ -24,7 +24,7 @@
 // tap (32 half or bfloat16, 16 float), STAGES slices in flight.  A shared row
 // is 64 bytes, its four 16-byte chunks swizzled (chunk ^ (row / 2) % 4) so
 // that the eight rows an ldmatrix reads fall in distinct banks.
-// float runs TF32 m16n8k8, each operand rounded to nearest (cvt.rna) as it
+// float runs TF32 m16n8k8, each operand rounded to nearest (mma.cuh's to_tf32) as it
 // leaves shared memory; half and bfloat16 m16n8k16; float accumulators.
 //
 // Requirements checked by the host: C a multiple of 16 bytes' worth of
@@ -247,7 +247,7 @@ template <typename T>
 __global__ void __launch_bounds__(256) transpose_nhwc(const T* __restrict__ in, T* __restrict__ out, int rows, int cols, int row_tiles, int col_tiles) {
     constexpr int VEC = sizeof(T) == 2 ? 2 : 1;
     constexpr int TILE = 32 * VEC;
-    __shared__ T tile[TILE][TILE + VEC];  // rows of 33 words, 4-byte aligned for the pairs
+    __shared__ __align__(16) T tile[TILE][TILE + VEC];  // rows of 33 words, read and written as words for the pairs
     long long block = blockIdx.x;
     const int ct = static_cast<int>(block % col_tiles);
     block /= col_tiles;

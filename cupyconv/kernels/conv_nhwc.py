@@ -83,6 +83,11 @@ def nhwc_min_products(p: Problem) -> int:
     return s.nhwc_min_products_tf32 if p.dtype == "float32" else s.nhwc_min_products
 
 
+def _transposable(shape4) -> bool:
+    """Whether transpose_nhwc's int rows and columns (with a tile's margin) hold an (N, C, H, W) array's."""
+    return max(shape4[1], shape4[2] * shape4[3]) <= INT32_LIMIT - 64
+
+
 def _pass(p: Problem):
     """(phase records, phases along H and W, source shape, output shape,
     reduction channels and output channels a group) of p's pass."""
@@ -168,8 +173,8 @@ class ConvNhwc(Family):
             return "memory-bound (nhwc_min_products): the layout changes would cost more than they save"
         if p.output_size < _S().nhwc_min_output:
             return "small (nhwc_min_output): one launch of conv_mma costs less host time"
-        if _rows(p) > INT32_LIMIT or math.prod(source4) > 2**62 or math.prod(out4) > 2**62:
-            return "too large"
+        if _rows(p) > INT32_LIMIT or not _transposable(source4) or not _transposable(out4):
+            return "too large: a GEMM's rows or an array's channels or positions past 32 bits"
         if self.heuristic(p).shared > p.device.max_shared:
             return "shared memory"
         return None
@@ -180,7 +185,7 @@ class ConvNhwc(Family):
     def heuristic(self, p):
         out_channels = _pass(p)[6]
         bn = next((b for b in (16, 32, 64) if out_channels <= b), 128)
-        big, small = (t for t in NHWC_TILES if t.bn == bn)  # BM 128, then 64
+        big, small = (next(t for t in NHWC_TILES if (t.bm, t.bn) == (bm, bn)) for bm in (128, 64))
         return small if _blocks(p, big) < 2 * p.device.multiprocessors else big
 
     def tune_key(self, p):

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N) grad_weight_nhwc(
     const int kh = tap / kernel_w, kw = tap - kh * kernel_w;
     const int positions = batch * in_h * in_w;
     const int p_begin = split * per_split;
-    const int p_end = min(positions, p_begin + per_split);
+    const int p_end = p_begin + min(per_split, positions - p_begin);  // (no int overflow in the last split)
     const int k_tiles = (p_end - p_begin + BK - 1) / BK;
     const long long in_total = static_cast<long long>(groups) * in_per, out_total = static_cast<long long>(groups) * out_per;
 

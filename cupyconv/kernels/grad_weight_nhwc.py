@@ -15,7 +15,7 @@ from .._launch import _blocks_for, _i32, _Launch
 from .._plan import Buffer, Family, Plan, Problem, Step
 from .common import CUDA_TYPE, INDEX_TYPES, INT32_LIMIT, ITEMSIZE, instantiation_loop
 from .. import settings
-from .conv_nhwc import NHWC_DTYPES, _transpose, nhwc_min_products, nhwc_products
+from .conv_nhwc import NHWC_DTYPES, _transpose, _transposable, nhwc_min_products, nhwc_products
 from .grad_weight import _splits
 from .rules import _problem_passes, _weight_dtype
 
@@ -35,7 +35,7 @@ class GradNhwcTile(NamedTuple):
     def threads(self) -> int:
         return 32 * self.warps_m * self.warps_n
 
-    def shared(self, dtype: str) -> int:
+    def shared_bytes(self, dtype: str) -> int:
         pad = 32 if ITEMSIZE[dtype] == 4 else 16
         return self.stages * SLICE_POSITIONS * ((self.bm + self.bn) * ITEMSIZE[dtype] + 2 * pad)
 
@@ -98,7 +98,7 @@ def _grad_nhwc_plan(p: Problem, tile: GradNhwcTile) -> Plan:
         _i32(per_split), _i32(splits), _i32(m_tiles), _i32(n_tiles),
     )  # fmt: skip
     gemm = _Launch(
-        "grad_weight_nhwc.cu", grad_weight_nhwc_name(p.dtype, tile), _blocks_for(independent * splits), tile.threads, scalars, tile.shared(p.dtype)
+        "grad_weight_nhwc.cu", grad_weight_nhwc_name(p.dtype, tile), _blocks_for(independent * splits), tile.threads, scalars, tile.shared_bytes(p.dtype)
     )  # fmt: skip
     rows, taps = in_c * out_per, kernel_h * kernel_w
     tap_tiles = -(-taps // 32)
@@ -143,12 +143,14 @@ class GradWeightNhwc(Family):
             return "small (nhwc_min_output): grad_weight_mma's two launches cost less host time"
         if _positions(p) > INT32_LIMIT - SLICE_POSITIONS or math.prod(g.weight_shape4) > INT32_LIMIT:
             return "too large"
-        if self.heuristic(p).shared(p.dtype) > p.device.max_shared:
+        if not (_transposable(g.input_shape4) and _transposable(g.output_shape4)):
+            return "too large"
+        if self.heuristic(p).shared_bytes(p.dtype) > p.device.max_shared:
             return "shared memory"
         return None
 
     def tiles(self, p):
-        return tuple(t for t in GRAD_NHWC_TILES if t.shared(p.dtype) <= p.device.max_shared)
+        return tuple(t for t in GRAD_NHWC_TILES if t.shared_bytes(p.dtype) <= p.device.max_shared)
 
     def heuristic(self, p):
         g = p.geometry
