@@ -38,7 +38,10 @@ def channels_last(shape, strides) -> bool:
 
 
 def _array_channels_last(array) -> bool:
-    return array.ndim == 4 and channels_last(array.shape, tuple(s // array.itemsize for s in array.strides))
+    # A C-contiguous array counts as channels first whatever its strides say
+    # (an (N, C, 1, 1) one can pass both tests): remembered calls, which
+    # take C-contiguous arrays only, return C-contiguous results.
+    return array.ndim == 4 and not array.flags.c_contiguous and channels_last(array.shape, tuple(s // array.itemsize for s in array.strides))
 
 
 def _in_layout_of(like, result):

@@ -84,3 +84,11 @@ def test_other_layouts_give_c_contiguous_results(xp_name):
     assert cupyconv.conv_transpose2d(x, _channels_last(xp, w)).flags.c_contiguous
     x1 = xp.asarray(rng.standard_normal((2, 8, 7)).astype("float32"))
     assert cupyconv.conv_transpose1d(x1.transpose(0, 2, 1).copy().transpose(0, 2, 1), w[..., 0]).flags.c_contiguous
+
+
+def test_a_c_contiguous_input_counts_as_channels_first():
+    """An (N, C, 1, 1) input with torch's channels-last strides is also
+    C-contiguous: its results are C-contiguous, as a remembered call's are."""
+    x = numpy.lib.stride_tricks.as_strided(numpy.ones(6, dtype="float32"), (2, 3, 1, 1), (12, 4, 12, 12))
+    assert x.flags.c_contiguous and _api.channels_last(x.shape, (3, 1, 3, 3))
+    assert cupyconv.conv_transpose2d(x, numpy.ones((3, 2, 2, 2), dtype="float32")).flags.c_contiguous
