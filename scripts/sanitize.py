@@ -67,6 +67,7 @@ INDEX64 = {"index_type": "long long"}  # the 64-bit-index builds for every call
 VARIANTS = {
     "default": {},
     "lifted": LIFTED,
+    "nhwc": {**LIFTED, "nhwc_min_products": 0, "nhwc_min_products_tf32": 0, "nhwc_min_output": 0},  # conv_nhwc, grad_weight_nhwc on small calls
     "fallbacks": {**LIFTED, **HOPPER_OFF},
     "fallbacks_default": HOPPER_OFF,
     "simt": {**LIFTED, "float32_highest": "simt"},
