@@ -38,12 +38,16 @@ def test_channels_last_is_torchs_test():
     torch = pytest.importorskip("torch")
     from torch._prims_common import suggest_memory_format
 
+    from cupyconv.torch import _functional
+
     checked = 0
     for shape in itertools.product([0, 1, 2, 3], [1, 2, 3], [1, 2, 4], [1, 3]):
         base = torch.empty(shape)
         for order in itertools.permutations(range(4)):
             t = base.permute(order).contiguous().permute([order.index(i) for i in range(4)])
-            assert _api.channels_last(tuple(t.shape), t.stride()) == (suggest_memory_format(t) == torch.channels_last), (shape, order, t.stride())
+            expected = suggest_memory_format(t) == torch.channels_last
+            assert _api.channels_last(tuple(t.shape), t.stride()) == expected, (shape, order, t.stride())
+            assert _functional._is_channels_last(t) == expected, (shape, order, t.stride())
             checked += 1
     assert checked == 1728
 

@@ -112,6 +112,8 @@ def _geometry_of(input, weight, bias, stride, padding, output_padding, groups, d
 
 
 def _is_channels_last(t: torch.Tensor) -> bool:
+    if t.is_contiguous() and not t.is_contiguous(memory_format=torch.channels_last):
+        return False  # (every call on plain tensors: two C++ flag reads, not the stride walk below)
     if _suggest_memory_format is not None:
         return _suggest_memory_format(t) == torch.channels_last
     return _api.channels_last(tuple(t.shape), t.stride())
