@@ -44,6 +44,7 @@ class Settings:
     resident_tf32_row_tiles: int = 2
     use_fill: bool = True
     use_split: bool = True
+    use_gemm_split: bool = True  # conv_mma_split: grad_input grids that leave most multiprocessors idle cut their reduction
     use_conv_tf32: object = True  # or "anywhere"
     conv_tf32_min_rows: int = 64
     conv_tf32_min_fold: int = 128

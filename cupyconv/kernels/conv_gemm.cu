@@ -99,7 +99,10 @@ __device__ __forceinline__ void conv_gemm_body(
     int in_h, int in_w, int out_h, int out_w, int kernel_w,
     long long w_stride_group, long long w_stride_m, long long w_stride_c, long long w_stride_tap,
     int cols_h, int cols_w,  // column grid per image: the largest phase's (qh, qw) extent
-    int m_tiles, int col_tiles) {
+    int m_tiles, int col_tiles,
+    // Split reduction (conv_mma_split): block split sums its share of the
+    // reduction slices into partial[split] (as Acc, no bias); else null.
+    typename Math::Acc* __restrict__ partial = nullptr, int splits = 1, long long partial_count = 0) {
     typedef typename Math::Acc Acc;
     constexpr int BM = Math::BM, BN = Math::BN, BK = Math::BK, PAD = Math::PAD;
     constexpr int THREADS = Math::THREADS;
@@ -123,7 +126,9 @@ __device__ __forceinline__ void conv_gemm_body(
     const int m_tile = block % m_tiles;
     block /= m_tiles;
     const int col_tile = block % col_tiles;
-    const int group = block / col_tiles;
+    block /= col_tiles;
+    const int group = block % groups;
+    const int split = block / groups;
     const AxisPhase ph = load_axis_phase(phases, phase / phases_w);
     const AxisPhase pw = load_axis_phase(phases, phases_h + phase % phases_w);
     if (ph.count == 0 || pw.count == 0) return;  // phase holds no output position at all
@@ -164,7 +169,10 @@ __device__ __forceinline__ void conv_gemm_body(
     const Index a_offset = static_cast<Index>(group) * w_stride_group + static_cast<Index>(m_tile * BM + a_m) * w_stride_m;
 
     const int c_tiles = (red_channels + BK - 1) / BK;
-    const int k_tiles = ph.tap_count * pw.tap_count * c_tiles;
+    const int k_all = ph.tap_count * pw.tap_count * c_tiles;
+    const int k_per_split = (k_all + splits - 1) / splits;
+    const int k_begin = min(k_all, split * k_per_split);
+    const int k_tiles = min(k_all, k_begin + k_per_split);  // this block walks slices [k_begin, k_tiles)
 
     Acc a_reg[A_PER_THREAD];
     Acc b_reg[B_PER_THREAD];
@@ -206,13 +214,13 @@ __device__ __forceinline__ void conv_gemm_body(
     typename Math::Frag acc;
     Math::zero(acc);
 
-    if (k_tiles > 0) {
-        fetch(0);
+    if (k_begin < k_tiles) {
+        fetch(k_begin);
         stash(0);
     }
     __syncthreads();
-    for (int kt = 0; kt < k_tiles; ++kt) {
-        const int buf = kt & 1;
+    for (int kt = k_begin; kt < k_tiles; ++kt) {
+        const int buf = (kt - k_begin) & 1;
         if (kt + 1 < k_tiles) fetch(kt + 1);  // global loads in flight during the math below
         Math::slice(a_tile[buf], b_tile[buf], acc, tid);
         if (kt + 1 < k_tiles) stash(buf ^ 1);
@@ -236,8 +244,13 @@ __device__ __forceinline__ void conv_gemm_body(
                 const int m = m_tile * BM + r0 + row;
                 if (m >= out_channels) break;
                 const int channel = group * out_channels + m;
+                const Index at = out_pixel + static_cast<Index>(channel) * out_hw;
+                if (partial != nullptr) {
+                    partial[split * partial_count + at] = stage[row][load_col];  // every split writes its tile, zeros included
+                    continue;
+                }
                 const Acc bias_value = bias != nullptr ? ValueTraits<T>::to_acc(bias[channel]) : Acc(0);
-                out[out_pixel + static_cast<Index>(channel) * out_hw] = ValueTraits<T>::from_acc(stage[row][load_col] + bias_value);
+                out[at] = ValueTraits<T>::from_acc(stage[row][load_col] + bias_value);
             }
         }
     }
@@ -265,4 +278,21 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) conv_gemm(CONV_GEMM_PAR
 template <typename T, typename Index, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int PASSES>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N) conv_mma(CONV_GEMM_PARAMS) {
     conv_gemm_body<T, Index, MmaMath<T, BM, BN, BK, WARPS_M, WARPS_N, PASSES>>(CONV_GEMM_ARGS);
+}
+
+// conv_mma with the reduction cut into `splits` ranges (blockIdx's slowest
+// digit): for grids too small to fill the GPU whose reduction is long (the
+// grad_input of a layer with a small input).  sum_splits adds the float
+// partials in split order, so the result does not depend on scheduling.
+// Its arguments are conv_mma's with `out` replaced by the partials
+// (splits, out count) and the two split sizes last.
+template <typename T, typename Index, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int PASSES>
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N) conv_mma_split(
+    const T* __restrict__ in, const T* __restrict__ weight, const T* __restrict__ bias, float* __restrict__ partial,
+    const int* __restrict__ phases, int phases_h, int phases_w, int batch, int groups, int red_channels, int out_channels,
+    int in_h, int in_w, int out_h, int out_w, int kernel_w, long long w_stride_group, long long w_stride_m,
+    long long w_stride_c, long long w_stride_tap, int cols_h, int cols_w, int m_tiles, int col_tiles, int splits,
+    long long partial_count) {
+    T* out = nullptr;
+    conv_gemm_body<T, Index, MmaMath<T, BM, BN, BK, WARPS_M, WARPS_N, PASSES>>(CONV_GEMM_ARGS, partial, splits, partial_count);
 }

@@ -5,6 +5,7 @@ common.MMA_TILES), the kernel names and the weight strides A reads.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Tuple
 
 from .. import settings
@@ -13,6 +14,7 @@ from .._launch import _blocks_for, _i32, _i64, _Launch
 from .._plan import Buffer, Family, Plan, Step, Table
 from .common import (
     CUDA_TYPE,
+    INDEX_TYPES,
     MMA_TILES,
     MMA_TUNE_TILES,
     MmaTile,
@@ -20,6 +22,7 @@ from .common import (
     instantiation_loop,
     pick_tile,
 )
+from .grad_weight import _splits, _sum_splits_plan
 from .pack_weight import gemm_weight_plan
 from .phases import forward_phases, grad_input_phases
 from .rules import _gemm_index, _gemm_rows, _problem_passes, _weight_dtype
@@ -37,6 +40,19 @@ def gemm_name(dtype: str, index: str, tile: Tile) -> str:
 def mma_name(dtype: str, index: str, tile: MmaTile, passes: int) -> str:
     t = tile
     return f"conv_mma<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}, {passes}>"
+
+
+def mma_split_name(dtype: str, index: str, tile: MmaTile, passes: int) -> str:
+    t = tile
+    return f"conv_mma_split<{CUDA_TYPE[dtype]}, {index}, {t.bm}, {t.bn}, {t.bk}, {t.warps_m}, {t.warps_n}, {passes}>"
+
+
+# conv_mma_split: a block of at least MMA_SPLIT_FROM_SLICES BK-deep slices is
+# cut (below, the second launch costs more than the idle multiprocessors),
+# into splits of at least MMA_SPLIT_MIN_SLICES (each tile's write and read back
+# stay small beside its products).
+MMA_SPLIT_FROM_SLICES = 32
+MMA_SPLIT_MIN_SLICES = 4
 
 
 def gemm_weight_strides(geometry: Geometry, pass_name: str, packed: bool = False) -> tuple[int, int, int, int]:
@@ -66,6 +82,8 @@ def gemm_instantiations(dtype: str, index: str) -> list[tuple[str, str]]:
     names = [("conv_gemm.cu", gemm_name(dtype, index, t)) for t in GEMM_TUNE_TILES]
     for passes in (1, 3) if dtype == "float32" else (1,) if dtype in ("float16", "bfloat16") else ():
         names += [("conv_gemm.cu", mma_name(dtype, index, t, passes)) for t in (MMA_TUNE_TILES if passes == 1 else MMA_TILES)]
+        if index == INDEX_TYPES[0]:
+            names += [("conv_gemm.cu", mma_split_name(dtype, index, t, passes)) for t in MMA_TILES]
     return names
 
 
@@ -84,10 +102,14 @@ def _packs_weight(geometry: Geometry, pass_name: str, out_size: int) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passes: int, packed: bool, tile) -> Tuple[_Launch, tuple]:
+def _gemm_plan(
+    geometry: Geometry, pass_name: str, dtype: str, index: str, passes: int, packed: bool, tile, split_for: int = 0
+) -> Tuple[_Launch, tuple, int, int]:
     """conv_gemm (passes 0) or conv_mma with `tile` over every (group, phase,
-    row tile, column tile), and its phase table, for the forward pass or
-    grad_input."""
+    row tile, column tile), its phase table, its splits and its output's
+    elements, for the forward pass or grad_input.  split_for: the
+    multiprocessors to cut the reduction for when the grid leaves some of
+    them idle (conv_mma_split); 0: never cut."""
     if pass_name == "forward":
         flat, phases_h, phases_w = forward_phases(geometry)
         red_channels, out_channels = geometry.in_channels_per_group, geometry.out_channels_per_group
@@ -103,7 +125,14 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passe
     _, _, out_h, out_w = out4
     m_tiles = -(-out_channels // tile.bm)
     col_tiles = -(-(batch * cols_h * cols_w) // tile.bn)
-    blocks = _blocks_for(phases_h * phases_w * m_tiles * col_tiles * geometry.groups)
+    independent = phases_h * phases_w * m_tiles * col_tiles * geometry.groups
+    splits = 1
+    if split_for and passes and independent < split_for:
+        taps = max(flat[9 * h + 7] for h in range(phases_h)) * max(flat[9 * (phases_h + w) + 7] for w in range(phases_w))
+        slices = taps * -(-red_channels // tile.bk)
+        if slices >= MMA_SPLIT_FROM_SLICES:
+            splits = _splits(independent, slices, MMA_SPLIT_MIN_SLICES, split_for, blocks_per_multiprocessor=2)
+    blocks = _blocks_for(independent * splits)
     scalars = (
         _i32(phases_h), _i32(phases_w), _i32(batch), _i32(geometry.groups),
         _i32(red_channels), _i32(out_channels),
@@ -111,8 +140,12 @@ def _gemm_plan(geometry: Geometry, pass_name: str, dtype: str, index: str, passe
         _i64(w_strides[0]), _i64(w_strides[1]), _i64(w_strides[2]), _i64(w_strides[3]),
         _i32(cols_h), _i32(cols_w), _i32(m_tiles), _i32(col_tiles),
     )  # fmt: skip
+    count = math.prod(out4)
+    if splits > 1:
+        name = mma_split_name(dtype, index, tile, passes)
+        return _Launch("conv_gemm.cu", name, blocks, tile.threads, scalars + (_i32(splits), _i64(count))), flat, splits, count
     name = mma_name(dtype, index, tile, passes) if passes else gemm_name(dtype, index, tile)
-    return _Launch("conv_gemm.cu", name, blocks, tile.threads, scalars), flat
+    return _Launch("conv_gemm.cu", name, blocks, tile.threads, scalars), flat, 1, count
 
 
 def _gemm_heuristic(geometry: Geometry, pass_name: str, passes: int):
@@ -146,12 +179,28 @@ class ConvGemm(Family):
     def tune_key(self, p):
         return self.name, (p.dtype, p.op, _gemm_index(p), _problem_passes(p), self._packed(p), p.geometry)
 
+    def _split_for(self, p):
+        """The multiprocessors conv_mma_split fills: grad_input on tensor cores
+        in 32-bit indices (its output has no bias to add after the sum)."""
+        if not (self.tensor_cores and p.op == "grad_input" and _S().use_gemm_split and _gemm_index(p) == INDEX_TYPES[0]):
+            return 0
+        return p.device.multiprocessors
+
     def plan(self, p, tile):
         packed = self._packed(p)
-        launch, flat = _gemm_plan(p.geometry, p.op, p.dtype, _gemm_index(p), _problem_passes(p), packed, tile)
+        launch, flat, splits, count = _gemm_plan(p.geometry, p.op, p.dtype, _gemm_index(p), _problem_passes(p), packed, tile, self._split_for(p))
         bias = "bias" if p.op == "forward" else None
-        if not packed:
-            return Plan(self.name, tile, (Step(launch, ("source", "weight", bias, "out", Table(flat))),))
-        pack, shape = gemm_weight_plan(p.geometry, p.op, p.dtype)
-        steps = (Step(pack, ("weight", "t0")), Step(launch, ("source", "t0", bias, "out", Table(flat))))
-        return Plan(self.name, tile, steps, (Buffer(shape, _weight_dtype(p)),))
+        steps, buffers, weight = [], [], "weight"
+        if packed:
+            pack, shape = gemm_weight_plan(p.geometry, p.op, p.dtype)
+            steps.append(Step(pack, ("weight", "t0")))
+            buffers.append(Buffer(shape, _weight_dtype(p)))
+            weight = "t0"
+        if splits == 1:
+            steps.append(Step(launch, ("source", weight, bias, "out", Table(flat))))
+        else:
+            partial = f"t{len(buffers)}"
+            buffers.append(Buffer((splits, count), "float32"))
+            steps.append(Step(launch, ("source", weight, None, partial, Table(flat))))
+            steps.append(Step(_sum_splits_plan(p.dtype, count, splits, p.device.multiprocessors, "float"), (partial, "out")))
+        return Plan(self.name, tile, tuple(steps), tuple(buffers))

@@ -1,15 +1,15 @@
 """The general kernels every pass falls back to (conv_gemm, conv_mma,
 grad_weight_mma, grad_weight_partial): conv_gemm's packed weight on small
-problems, every tile the autotuner may pick (settings.tile), and float32
-"highest" as 3xTF32 on conv_mma and grad_weight_mma."""
+problems, every tile the autotuner may pick (settings.tile), float32
+"highest" as 3xTF32 on conv_mma and grad_weight_mma, and conv_mma_split."""
 
 from __future__ import annotations
 
 import pytest
 from gpu_available import HAVE_GPU
-from helpers import LARGE_CASES, _no_direct, check_backward, check_forward
+from helpers import LARGE_CASES, TENSOR_CORE_MODES, _no_direct, check_backward, check_backward_deterministic, check_forward
 from oracle import MODES
-from sweep import CASES
+from sweep import CASES, Case
 
 from cupyconv import _kernels
 
@@ -81,3 +81,29 @@ def test_every_3xtf32_tile(case, tile, settings_override):
     assert any(
         plan.family in ("conv_mma", "grad_weight_mma") and plan.tile == tile and rules._problem_passes(p) == 3 for p, plan in served
     ), [(p.op, plan.family, plan.tile) for p, plan in served]
+
+
+# grad_input grids that leave most multiprocessors idle, with long reductions:
+# a latent projection (1x1 input), a U-Net's innermost decoder (1x1 to 2x2),
+# few channels (FCN-8s), grouped, strided 1D with a short input.
+SPLIT_CASES = [
+    Case("split_latent_1x1", 2, 16, 100, 256, (4, 4), (1, 1), bias=True),
+    Case("split_unet_inner", 2, 4, 256, 256, (4, 4), (2, 2), stride=2, padding=1),
+    Case("split_few_channels", 2, 2, 21, 21, (4, 4), (8, 8), stride=2),
+    Case("split_grouped", 2, 4, 64, 128, (3, 3), (3, 3), stride=2, padding=1, output_padding=1, groups=2),
+    Case("split_1d_short", 1, 2, 96, 512, (16,), (6,), stride=8, padding=4, dilation=1),
+]
+
+
+@pytest.mark.parametrize("mode", TENSOR_CORE_MODES, ids="-".join)
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=str)
+def test_split_grad_input(case, mode, settings_override):
+    """conv_mma_split (grad_input's reduction cut over idle multiprocessors,
+    the float partials summed in split order) against float64, and bitwise
+    the same on repeated runs; every case here does take it."""
+    settings_override(families=("conv_mma", "grad_weight_mma", "grad_bias"))
+    served = settings_override.observe_plans()
+    check_backward(case, mode)
+    splits = [plan for p, plan in served if p.op == "grad_input" and any("conv_mma_split" in s.launch.name for s in plan.steps)]
+    assert splits, [(p.op, plan.family, [s.launch.name for s in plan.steps]) for p, plan in served]
+    check_backward_deterministic(case, mode)
