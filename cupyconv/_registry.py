@@ -52,8 +52,8 @@ GRAD_INPUT = (
 
 
 GRAD_WEIGHT = (
-    GradWeightTf32(3), GradWeightOverlap(), Taps("grad_weight"), GradWeightWgmma(), GradWeightWindow(), GradWeightTf32(1),
-    GradWeightPhase(), GradWeightNhwc(), GradWeightGemm(True), GradWeightGemm(False),
+    GradWeightTf32(3), GradWeightOverlap(), GradWeightTf32(1), Taps("grad_weight"), GradWeightWgmma(), GradWeightNhwc(),
+    GradWeightWindow(), GradWeightPhase(), GradWeightGemm(True), GradWeightGemm(False),
 )  # fmt: skip
 
 

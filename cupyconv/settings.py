@@ -36,6 +36,8 @@ class Settings:
     pack_min_output: int = 1 << 16
     # the window, wgmma, fold and taps kernels take outputs of at least this many elements
     window_min_output: int = 1 << 16
+    # ... whose phases hold at least this many output positions in one sample (their tiles' columns)
+    window_min_columns: int = 32
     use_wgmma: bool = True
     wgmma_max_rows: int = 64
     wgmma_min_taps: int = 4

@@ -36,7 +36,7 @@ OPS = ("forward",) + tuple(MASKS)
 
 # Routing variants, as settings (cupyconv.settings.Settings fields and their values).
 LIFTED = {
-    "pack_min_output": 0, "window_min_output": 0, "direct_min_output": 0, "grouped_forward_min_output": 0, "small_forward_max_output": 0,
+    "pack_min_output": 0, "window_min_output": 0, "window_min_columns": 0, "direct_min_output": 0, "grouped_forward_min_output": 0, "small_forward_max_output": 0,
     "tiny_max_output": 0, "phase_backward_min_output": 0, "grouped_min_input": 0, "wgmma_min_taps": 0,
 }  # fmt: skip
 HOPPER_OFF = {

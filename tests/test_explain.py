@@ -103,3 +103,37 @@ def test_images_past_32_bits_of_positions_keep_the_64_bit_families():
     kwargs = dict(stride=6, padding=3, dtype="float16")
     chosen = _explain.chosen(*shapes, **kwargs) + _explain.chosen(*shapes, **kwargs, backward=True)
     assert chosen == ["forward: conv_mma", "grad_weight: grad_weight_mma", "grad_input: conv_mma", "grad_bias: grad_bias"], chosen
+
+
+def test_short_inputs_keep_off_the_window_kernels(settings_override):
+    """A kernel longer than its input (WaveGAN's first layer: L 16, kernel 25,
+    stride 4) leaves 16 output positions a phase, under window_min_columns:
+    the window kernels' tiles would be mostly padding."""
+    shapes = (1, (64, 1024, 16), (1024, 512, 25))
+    kwargs = dict(stride=4, padding=11, output_padding=1, dtype="bfloat16")
+    assert _explain.chosen(*shapes, **kwargs) == ["forward: conv_nhwc"]
+    assert "conv_window: rejected: a phase's positions a sample below window_min_columns" in _explain.explain(*shapes, **kwargs)
+    settings_override(window_min_columns=16)
+    assert _explain.chosen(*shapes, **kwargs) == ["forward: conv_window"]
+
+
+def _launches(text):
+    return [line.split("<")[0].strip() for line in text.splitlines() if "<" in line and " x " in line]
+
+
+def test_idle_grids_split_grad_input_reductions(settings_override):
+    """DCGAN's latent projection (1x1 input): grad_input's GEMM is one 128 x
+    128 tile with 512 slices of reduction; conv_mma_split spreads it over
+    the multiprocessors and sum_splits adds the partials.  A grid that fills
+    the GPU is not split; use_gemm_split turns it off."""
+    latent = (2, (128, 100, 1, 1), (100, 512, 4, 4))
+    text = _explain.explain(*latent, dtype="bfloat16", backward=True)
+    grad_input = text[text.index("grad_input bfloat16") :]
+    assert _launches(grad_input)[:2] == ["conv_mma_split", "sum_splits"], grad_input
+    assert "conv_mma_split<bfloat16_t, int, 128, 128, 16, 4, 2, 1>: 128 x 256" in grad_input  # 1 block -> 128 splits
+    wide = (2, (64, 256, 64, 64), (256, 128, 4, 4))  # 64 x 64 inputs: thousands of blocks
+    text = _explain.explain(*wide, stride=2, padding=1, dtype="float32", precision="highest", backward=True)
+    assert "conv_mma<float, int, 128, 128, 16, 4, 2, 3>: 4096 x 256" in text and "conv_mma_split" not in text
+    settings_override(use_gemm_split=False)
+    grad_input = _explain.explain(*latent, dtype="bfloat16", backward=True)
+    assert "conv_mma_split" not in grad_input and "conv_mma<bfloat16_t, int, 128, 128, 16, 4, 2, 1>: 1 x 256" in grad_input

@@ -86,8 +86,8 @@ def _window_scalars(geometry: Geometry, pass_name: str, dtype: str, problem, til
 
 class _WindowGroup(Family):
     """The 1D window kernels' common rule (_window): a tensor-core pass of a
-    dtype they take, an output of window_min_output or more, a 16-byte
-    aligned source."""
+    dtype they take, an output of window_min_output or more, phases of
+    window_min_columns positions a sample or more, a 16-byte aligned source."""
 
     ops = ("forward", "grad_input")
 
@@ -97,6 +97,11 @@ class _WindowGroup(Family):
             return "not on tensor cores"
         if p.output_size < _S().window_min_output:
             return "output below window_min_output"
+        records = window_records(p.geometry, p.op)
+        if records is not None and max(records[0][0::9]) < _S().window_min_columns:
+            # a phase's columns are its output positions in one sample: a kernel
+            # longer than a short input (a 1D generator's first layer) leaves few
+            return "a phase's positions a sample below window_min_columns (tiles mostly padding)"
         if not p.aligned("source", 16):
             return "source not 16-byte aligned"
         return None

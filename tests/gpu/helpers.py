@@ -210,7 +210,7 @@ def _no_direct(override):
 def _lift(override, name):
     """The settings under which _cuda.<name> (conv_window's or
     grad_weight_window's dispatcher, ...) runs on small problems too."""
-    override(window_min_output=0)
+    override(window_min_output=0, window_min_columns=0)
     override(tf32x3_min_products=0)  # float32 "highest": their 3xTF32 on short sums too
     override(use_fold=name == "_fold")  # routed ahead of the window kernels (stride 8, 16-bit)
     override(use_grad_input_overlap=False)  # routed ahead of grad_input_taps (stride 8, 16-bit and "tf32")
@@ -345,6 +345,7 @@ def _check_phase_routing(override, dispatcher, output_mask, shapes, seed):
     _cuda.<dispatcher> must serve it exactly where expected in float32."""
     ran = _spy(override, dispatcher, lambda p: p.geometry)
     override(window_min_output=cupyconv.settings.current().pack_min_output)  # the default size rule (_spy lowers it)
+    override(window_min_columns=cupyconv.settings.Settings().window_min_columns)
     rng = numpy.random.default_rng(seed)
     for case, expected in shapes:
         x, w, _ = case.arrays(rng, numpy.float32)

@@ -66,7 +66,7 @@ def _spy_window_fill(override):
     """Run conv_window's fill on small problems too; returns the keys
     conv_window's tile choice was asked for (ending in "fill" where the
     fill ran)."""
-    override(window_min_output=0)
+    override(window_min_output=0, window_min_columns=0)
     override(use_window_fill=True)
     return _spy_fill(override, "conv_window")
 
