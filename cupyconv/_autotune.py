@@ -18,12 +18,13 @@ uses ``cupyx.profiler.benchmark``), so the bookkeeping is tested on the CPU.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import threading
 import warnings
-from typing import Callable, Dict, Optional, Sequence, TypeVar
+from typing import Callable, Dict, Iterator, Optional, Sequence, TypeVar
 
 try:
     import fcntl
@@ -69,6 +70,35 @@ def enabled() -> bool:
         return False
     value = os.environ.get("CUPYCONV_AUTOTUNE", "").strip().lower()
     return value not in ("", "0", "false", "no", "off")
+
+
+def restart() -> None:
+    """Forget the cache file's entries read so far, this process's choices and
+    warnings, and set_enabled's flag: the state a new process starts in (tests)."""
+    global _loaded_from, _enabled
+    with _lock:
+        _memory.clear()
+        _warned.clear()
+        _loaded_from, _enabled = None, None
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """A block that starts as a new process would (restart()) and leaves this
+    process's autotuning state as it found it (tests)."""
+    global _loaded_from, _enabled
+    with _lock:
+        saved = dict(_memory), set(_warned), _loaded_from, _enabled
+    restart()
+    try:
+        yield
+    finally:
+        with _lock:
+            _memory.clear()
+            _memory.update(saved[0])
+            _warned.clear()
+            _warned.update(saved[1])
+            _loaded_from, _enabled = saved[2], saved[3]
 
 
 def cache_path() -> str:

@@ -19,21 +19,18 @@ from cupyconv import _autotune
 @pytest.fixture(autouse=True)
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CUPYCONV_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(_autotune, "_loaded_from", None)
-    monkeypatch.setattr(_autotune, "_memory", {})
-    monkeypatch.setattr(_autotune, "_enabled", None)
-    monkeypatch.setattr(_autotune, "_warned", set())
-    try:
-        from cupyconv import _launch
-    except ImportError:  # no CuPy
+    with _autotune.isolated():
+        try:
+            from cupyconv import _launch
+        except ImportError:  # no CuPy
+            yield tmp_path
+            return
+        # the per-process choices, one dict that _cuda fills and _remember watches: emptied for the test, restored after
+        saved = dict(_launch._tuned)
+        _launch._tuned.clear()
         yield tmp_path
-        return
-    # the per-process choices, one dict that _cuda fills and _remember watches: emptied for the test, restored after
-    saved = dict(_launch._tuned)
-    _launch._tuned.clear()
-    yield tmp_path
-    _launch._tuned.clear()
-    _launch._tuned.update(saved)
+        _launch._tuned.clear()
+        _launch._tuned.update(saved)
 
 
 def _timer(costs, calls):
@@ -72,8 +69,7 @@ def test_fastest_wins_is_remembered_and_written(fresh_cache):
 
 def test_a_new_process_reads_the_winner_from_disk(fresh_cache, monkeypatch):
     _autotune.choose("sig2", ["x", "y"], name=str, time=lambda c: {"x": 2.0, "y": 1.0}[c])
-    monkeypatch.setattr(_autotune, "_loaded_from", None)  # as if restarted
-    monkeypatch.setattr(_autotune, "_memory", {})
+    _autotune.restart()
     calls = []
     assert _autotune.choose("sig2", ["x", "y"], name=str, time=_timer({"x": 0.0, "y": 1.0}, calls)) == "y"
     assert calls == []

@@ -39,15 +39,14 @@ PATHS = ["custom_op", "function"]
 
 
 @pytest.fixture(params=PATHS)
-def path(request, monkeypatch):
+def path(request):
     """Run the test through the custom op (eager calls too: the eager path
     off), then through the autograd.Function that plain eager calls take
     (and torch < 2.4 always)."""
     if request.param == "custom_op" and not _functional.HAS_CUSTOM_OP:
         pytest.skip("torch.library.custom_op needs torch >= 2.4")
-    monkeypatch.setattr(_functional, "_use_custom_op", request.param == "custom_op")
-    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", request.param != "custom_op")
-    return request.param
+    with _functional.operator_route(request.param):
+        yield request.param
 
 
 @pytest.fixture(autouse=True)
@@ -310,8 +309,8 @@ def test_eager_calls_skip_the_operator(device, monkeypatch):
     assert len(eager_calls) == 4
     traced = torch.jit.trace(lambda x: ct.conv_transpose1d(x, w, b, **kwargs), (x,), check_trace=False)
     assert "cupyconv::conv_transpose" in str(traced.graph)
-    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", False)
-    run(x, w, b)
+    with _functional.operator_route("custom_op"):
+        run(x, w, b)
     assert len(eager_calls) == 4
 
 

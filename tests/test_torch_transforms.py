@@ -63,26 +63,24 @@ def implementations(monkeypatch):
 
 
 @pytest.fixture(params=["custom_op", "function"])
-def operator_path(request, monkeypatch):
+def operator_path(request):
     """Transforms take _TransformFunction on both: with the custom op registered (and
     the eager path off), and as on torch < 2.4."""
     if request.param == "custom_op" and not _functional.HAS_CUSTOM_OP:
         pytest.skip("torch.library.custom_op needs torch >= 2.4")
-    monkeypatch.setattr(_functional, "_use_custom_op", request.param == "custom_op")
-    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", request.param != "custom_op")
-    return request.param
+    with _functional.operator_route(request.param):
+        yield request.param
 
 
 @pytest.fixture(params=["eager", "custom_op", "function"])
-def route(request, monkeypatch):
+def route(request):
     """Where a graph made outside the transforms puts its node: the eager
     path's _Function (the default), the custom op (the eager path off), or
     _Function as on torch < 2.4."""
     if request.param != "function" and not _functional.HAS_CUSTOM_OP:
         pytest.skip("torch.library.custom_op needs torch >= 2.4")
-    monkeypatch.setattr(_functional, "_use_custom_op", request.param != "function")
-    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", request.param != "custom_op")
-    return request.param
+    with _functional.operator_route(request.param):
+        yield request.param
 
 
 def _functions(dims):

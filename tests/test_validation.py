@@ -293,14 +293,13 @@ needs_torch = pytest.mark.skipif(torch is None, reason="needs torch")
 
 
 @pytest.fixture(params=["custom_op", "function"])
-def adapter_path(request, monkeypatch):
+def adapter_path(request):
     """Through the custom op (the eager fast path off), then the
     autograd.Function / implementation that plain eager calls take."""
     if request.param == "custom_op" and not _functional.HAS_CUSTOM_OP:
         pytest.skip("torch.library.custom_op needs torch >= 2.4")
-    monkeypatch.setattr(_functional, "_use_custom_op", request.param == "custom_op")
-    monkeypatch.setattr(_functional, "EAGER_FAST_PATH", request.param != "custom_op")
-    return request.param
+    with _functional.operator_route(request.param):
+        yield request.param
 
 
 def _tensors():

@@ -18,6 +18,7 @@ Layers, outermost first:
   formulas (``_transforms``), on any torch.
 """
 
+import contextlib
 import operator
 from typing import List, Optional, Sequence, Tuple
 
@@ -36,7 +37,7 @@ __all__ = ["conv_transpose1d", "conv_transpose2d", "ArgumentError"]
 
 # torch.library.custom_op (with register_fake and register_autograd) arrived in
 # torch 2.4; older torch runs the autograd.Function below.  Tests flip
-# _use_custom_op to exercise the fallback on a new torch too.
+# the route (operator_route) to exercise the fallback on a new torch too.
 HAS_CUSTOM_OP = hasattr(torch.library, "custom_op")
 _use_custom_op = HAS_CUSTOM_OP
 
@@ -525,6 +526,27 @@ def _autocast(tensors, device_type: str):
 # False: the operator wherever it can serve.
 EAGER_FAST_PATH = True
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+ROUTES = ("eager", "custom_op", "function")
+
+
+@contextlib.contextmanager
+def operator_route(route: str):
+    """Calls in the block take one route (tests): "eager", the default (the
+    operator where it is needed, plain eager calls past it); "custom_op", the
+    operator wherever it can serve; "function", the autograd.Function of
+    torch < 2.4.  Process-wide, as the flags it sets."""
+    global _use_custom_op, EAGER_FAST_PATH
+    if route not in ROUTES:
+        raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
+    if route != "function" and not HAS_CUSTOM_OP:
+        raise ValueError(f"route {route!r} needs torch.library.custom_op (torch >= 2.4)")
+    saved = _use_custom_op, EAGER_FAST_PATH
+    _use_custom_op, EAGER_FAST_PATH = route != "function", route != "custom_op"
+    try:
+        yield
+    finally:
+        _use_custom_op, EAGER_FAST_PATH = saved
 
 
 def _needs_operator(input, weight, bias) -> bool:
