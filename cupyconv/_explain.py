@@ -1,7 +1,8 @@
 """Why a call runs the kernels it runs: every family of the call's priority
 lists in order, with "chosen", "rejected: <reason>" or "takes it too" (a
 family after the chosen one that would also run it: what autotuning
-compares), and the chosen plan's launches.  ``python -m cupyconv explain``
+compares), each taker with its floor estimate (Family.cost, cupyconv._cost),
+and the chosen plan's launches.  ``python -m cupyconv explain``
 prints it; docs/routing.md is generated from it (scripts/routing_table.py).
 
 It plans for a described device (sm_80: an A100; sm_90: an H200), so it needs
@@ -55,6 +56,11 @@ def problems(geometry, dtype: str, precision: str, backward: bool, output_mask=(
     return found
 
 
+def _floor(family, p) -> str:
+    """", floor ~X us": the family's cost() with its heuristic tile (Family.cost)."""
+    return f", floor ~{family.cost(p, family.heuristic(p)):.0f} us"
+
+
 def explain_problem(p, indent: str = "") -> List[str]:
     """The lines of one problem: its families in order, then the chosen plan."""
     from . import _registry
@@ -65,9 +71,9 @@ def explain_problem(p, indent: str = "") -> List[str]:
         reason = family.reject(p)
         if reason is None and chosen is None:
             chosen = family
-            lines.append(f"{indent}  {family.name}: chosen")
+            lines.append(f"{indent}  {family.name}: chosen{_floor(family, p)}")
         elif reason is None:
-            lines.append(f"{indent}  {family.name}: takes it too")
+            lines.append(f"{indent}  {family.name}: takes it too{_floor(family, p)}")
         else:
             lines.append(f"{indent}  {family.name}: rejected: {reason}")
     if chosen is None:

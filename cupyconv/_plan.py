@@ -137,7 +137,8 @@ def rename(plan: Plan, roles: dict, first_buffer: int) -> Tuple[tuple, tuple]:
 class Family:
     """A kind of kernel.  Subclasses set `name` and `ops`, and define reject()
     and plan(); a family with tile candidates defines tiles() (those that fit,
-    for the autotuner) and heuristic(), and tune_key() (its autotuner cache key)."""
+    for the autotuner) and heuristic(), and tune_key() (its autotuner cache key).
+    cost() estimates a plan's floor (explain prints it; nothing chooses by it)."""
 
     name = "?"
     ops: tuple = ()
@@ -158,6 +159,13 @@ class Family:
 
     def plan(self, p: Problem, tile) -> Plan:
         raise NotImplementedError
+
+    def cost(self, p: Problem, tile) -> float:
+        """A floor estimate of the plan's time in microseconds (cupyconv._cost:
+        bytes, FLOPs at the math's rate over the grid's fill, launches)."""
+        from ._cost import estimate_us
+
+        return estimate_us(p, self.plan(p, tile))
 
     def __repr__(self):
         return f"<family {self.name}>"

@@ -26,7 +26,8 @@ def test_explain_lists_every_family_of_each_pass_in_order():
         start = next(k for k, line in enumerate(lines) if line.startswith(op + " "))
         names = [line.split(":")[0].strip() for line in lines[start + 1 : start + 1 + len(_registry.REGISTRY[op])]]
         assert names == [family.name for family in _registry.REGISTRY[op]], op
-    assert "  grad_weight_overlap: chosen" in lines and "  grad_input_overlap: chosen" in lines
+    assert any(line.startswith("  grad_weight_overlap: chosen, floor ~") and line.endswith(" us") for line in lines)
+    assert any(line.startswith("  grad_input_overlap: chosen, floor ~") for line in lines)
     assert all(": rejected: " not in line or line.split(": rejected: ")[1] for line in lines)  # every rejection says why
     assert any(line.strip().startswith("grad_input_overlap<half_t, int>:") for line in lines)  # the plan's launches
 
@@ -137,3 +138,36 @@ def test_idle_grids_split_grad_input_reductions(settings_override):
     settings_override(use_gemm_split=False)
     grad_input = _explain.explain(*latent, dtype="bfloat16", backward=True)
     assert "conv_mma_split" not in grad_input and "conv_mma<bfloat16_t, int, 128, 128, 16, 4, 2, 1>: 1 x 256" in grad_input
+
+
+def test_floor_estimates_count_the_grid_fill_and_the_temporaries(settings_override):
+    """Family.cost (cupyconv._cost): a grid of one block on 132
+    multiprocessors shows in the floor, and so do a plan's temporaries."""
+    from cupyconv import _geometry, settings
+
+    g = _geometry.make_geometry(2, (128, 100, 1, 1), (100, 512, 4, 4), None, 1, 0, 0, 1, 1)
+    conv_mma = next(f for f in _registry.REGISTRY["grad_input"] if f.name == "conv_mma")
+
+    def floor():
+        with _explain._described("sm_90"):
+            p = next(q for q in _explain.problems(g, "bfloat16", "highest", True) if q.op == "grad_input")
+            return conv_mma.cost(p, conv_mma.heuristic(p))
+
+    split = floor()
+    settings_override(use_gemm_split=False)
+    assert floor() > 4 * split  # 1 block of 132: the compute floor 132 times longer
+    assert settings.current().use_gemm_split is False
+
+
+def test_explain_estimates_every_call_of_the_benchmarks():
+    from cupyconv.bench import PROBLEMS
+    from cupyconv.bench_zoo import ZOO
+
+    for problem in list(PROBLEMS.values()) + list(ZOO.values()):
+        shapes = (problem.dims, (problem.batch, problem.in_channels, *problem.size), (problem.in_channels, problem.out_channels // problem.groups, *problem.kernel))
+        kwargs = dict(stride=problem.stride, padding=problem.padding, output_padding=problem.output_padding, groups=problem.groups, dilation=problem.dilation)
+        for dtype, precision in (("float32", "highest"), ("float32", "tf32"), ("bfloat16", None), ("float64", None)):
+            for backward in (False, True):
+                for device in ("sm_80", "sm_90"):
+                    text = _explain.explain(*shapes, **kwargs, dtype=dtype, precision=precision, backward=backward, device=device)
+                    assert all(" us" in line for line in text.splitlines() if ": chosen" in line or ": takes it too" in line), text
